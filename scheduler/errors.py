@@ -1,0 +1,25 @@
+"""Errors a user can cause. Each names the object and the field it is about."""
+
+from __future__ import annotations
+
+
+class SchedulerInputError(ValueError):
+    """Bad input from a user: a pod, a node, a trace row, a config file, a checkpoint."""
+
+    def __init__(self, obj: str, field: str, problem: str) -> None:
+        self.obj = obj
+        self.field = field
+        self.problem = problem
+        super().__init__(f"{obj}: {field}: {problem}")
+
+
+class QuantityError(SchedulerInputError):
+    """A Kubernetes quantity that does not parse or is out of range."""
+
+
+class PodSpecError(SchedulerInputError):
+    """A pod whose spec cannot be scheduled as written (bad field, unknown resource)."""
+
+
+class TraceError(SchedulerInputError):
+    """A malformed row in a trace CSV."""

@@ -1,0 +1,156 @@
+"""A profile (which filters, which weighted scores, how GPUs are picked) and the
+scheduling cycle that runs it for one pod: PreFilter, Filter, Score, select, GPUs.
+
+The cycle only decides; the caller applies the decision (``ClusterState.place``)
+after binding succeeds (live) or at once (simulator).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from scheduler.framework.diagnosis import fit_error_message
+from scheduler.framework.plugin import CycleContext, FilterPlugin, GpuSelector, ScorePlugin
+from scheduler.framework.status import SUCCESS, Code, Status
+from scheduler.objects.pod import Pod
+from scheduler.state.cluster_state import ClusterState, IntArray
+
+TieBreak = Literal["random", "first"]
+
+
+@dataclass(frozen=True)
+class WeightedScore:
+    plugin: ScorePlugin
+    weight: int
+
+
+@dataclass
+class Profile:
+    """What runs, in order: kube-scheduler's ``KubeSchedulerProfile`` in miniature.
+
+    ``tie_break``: ``random`` picks uniformly among the best nodes, as kube-scheduler's
+    ``selectHost`` does; ``first`` takes the best node that comes first in the state's
+    node order (the FGD simulator's seeded fixed order).
+    """
+
+    name: str
+    filters: Sequence[FilterPlugin]
+    scores: Sequence[WeightedScore]
+    gpu_selector: GpuSelector
+    tie_break: TieBreak = "random"
+
+
+@dataclass
+class Decision:
+    """What the cycle decided for one pod."""
+
+    pod: Pod
+    status: Status
+    node: str = ""
+    node_index: int = -1
+    gpu_indices: tuple[int, ...] = ()
+    feasible: IntArray = field(default_factory=lambda: np.zeros(0, np.int64))
+    total_nodes: int = 0
+    reason_counts: Mapping[str, int] = field(default_factory=dict)
+    pre_filter_message: str = ""
+    # Seconds spent per extension point (filter, score), for metrics.
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def scheduled(self) -> bool:
+        return self.node_index >= 0
+
+    @property
+    def message(self) -> str:
+        """kube-scheduler's FailedScheduling message (empty when scheduled)."""
+        if self.scheduled:
+            return ""
+        if self.status.code == Code.ERROR:
+            return self.status.message
+        return fit_error_message(self.total_nodes, self.reason_counts, self.pre_filter_message)
+
+
+def run_filters(ctx: CycleContext, filters: Sequence[FilterPlugin]) -> Decision:
+    """PreFilter and Filter: returns the feasible nodes, or why there are none."""
+    pod, n = ctx.pod, len(ctx.state)
+    decision = Decision(pod, SUCCESS, total_nodes=n)
+    active: list[FilterPlugin] = []
+    for plugin in filters:
+        status = plugin.pre_filter(ctx)
+        if status.code == Code.SKIP:
+            continue
+        if not status.ok:
+            decision.status = status
+            decision.pre_filter_message = status.message
+            return decision
+        active.append(plugin)
+    candidates = np.arange(n, dtype=np.int64)
+    counts: Counter[str] = Counter()
+    for plugin in active:
+        if candidates.size == 0:
+            break
+        rejected = np.zeros(candidates.size, np.bool_)
+        for rejection in plugin.filter(ctx, candidates):
+            hits = int(np.count_nonzero(rejection.nodes))
+            if hits:
+                counts[rejection.reason] += hits
+                rejected |= rejection.nodes
+        if rejected.any():
+            candidates = candidates[~rejected]
+    decision.feasible = candidates
+    decision.reason_counts = counts
+    if candidates.size == 0:
+        # kube-scheduler reports a FitError as Unschedulable whatever the plugins' codes.
+        decision.status = Status(Code.UNSCHEDULABLE, tuple(sorted(counts)))
+    return decision
+
+
+def total_scores(ctx: CycleContext, scores: Sequence[WeightedScore], nodes: IntArray) -> npt.NDArray[np.int64]:
+    total = np.zeros(nodes.size, np.int64)
+    for weighted in scores:
+        total += weighted.weight * weighted.plugin.score(ctx, nodes)
+    return total
+
+
+def select_node(total: npt.NDArray[np.int64], tie_break: TieBreak, rng: np.random.Generator) -> int:
+    """Position (in ``total``) of the chosen node."""
+    best = np.flatnonzero(total == total.max())
+    if tie_break == "first" or best.size == 1:
+        return int(best[0])
+    return int(best[rng.integers(best.size)])
+
+
+def schedule_pod(
+    state: ClusterState,
+    pod: Pod,
+    profile: Profile,
+    rng: np.random.Generator,
+    namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
+) -> Decision:
+    """One scheduling cycle for ``pod``; does not change ``state``."""
+    ctx = CycleContext(state, pod, namespace_labels or {})
+    started = time.perf_counter()
+    decision = run_filters(ctx, profile.filters)
+    filtered = time.perf_counter()
+    decision.timings["Filter"] = filtered - started
+    if decision.feasible.size == 0:
+        return decision
+    nodes = decision.feasible
+    if nodes.size == 1 or not profile.scores:
+        choice = 0
+    else:
+        choice = select_node(total_scores(ctx, profile.scores, nodes), profile.tie_break, rng)
+    scored = time.perf_counter()
+    decision.timings["Score"] = scored - filtered
+    decision.node_index = int(nodes[choice])
+    decision.node = state.nodes[decision.node_index].name
+    decision.gpu_indices = profile.gpu_selector.select_gpus(ctx, decision.node_index)
+    decision.timings["Reserve"] = time.perf_counter() - scored
+    return decision

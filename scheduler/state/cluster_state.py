@@ -1,0 +1,367 @@
+"""The cluster as arrays: one row per node, one column per resource.
+
+The simulator and the live cache both build a ``ClusterState`` and update it
+incrementally: ``place`` and ``remove`` touch one node's row; adding a resource the
+state has not seen adds a column; removing a node moves the last row into its place.
+Filters and scores read whole columns at once (``requested[:, cpu]``), never loop
+over nodes in Python on the hot path.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from scheduler.objects.node import Node
+from scheduler.objects.pod import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Pod
+from scheduler.resources.gpu import GPU_RESOURCE, MAX_GPUS_PER_NODE, MILLI_PER_GPU
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+BASE_RESOURCES = (CPU, MEMORY, PODS, EPHEMERAL_STORAGE)
+_MAX_MASKS = 4096
+_SERIALS = itertools.count(1)
+
+
+class StateError(KeyError):
+    """A placement the state cannot apply: unknown node, pod already placed, ..."""
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    pod: Pod
+    node: str
+    gpu_indices: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LabelDomains:
+    """One label key over all nodes: ``ids[i]`` names node ``i``'s value (its position in
+    ``index``), -1 where the node lacks the label."""
+
+    ids: IntArray
+    index: Mapping[str, int]
+
+    @property
+    def count(self) -> int:
+        return len(self.index)
+
+
+class ClusterState:
+    """Nodes, their allocatable and requested resources, and the pods placed on them."""
+
+    def __init__(self, nodes: Iterable[Node] = (), resources: Iterable[str] = ()) -> None:
+        # Tells caches keyed on node versions which state they belong to.
+        self.serial = next(_SERIALS)
+        self.resource_names: list[str] = list(BASE_RESOURCES)
+        self.resource_index: dict[str, int] = {r: i for i, r in enumerate(self.resource_names)}
+        self.nodes: list[Node] = []
+        self.node_index: dict[str, int] = {}
+        self._allocatable: IntArray = np.zeros((0, len(self.resource_names)), np.int64)
+        self._requested: IntArray = np.zeros_like(self._allocatable)
+        # Scoring requests (containers without requests count as 100m / 200Mi).
+        self._nonzero_requested: IntArray = np.zeros((0, 2), np.int64)
+        self._gpu_count: IntArray = np.zeros(0, np.int64)
+        # Free share of each GPU in milli; slots past gpu_count stay 0.
+        self._gpu_free_milli: IntArray = np.zeros((0, MAX_GPUS_PER_NODE), np.int64)
+        self._gpu_model_id: IntArray = np.zeros(0, np.int64)
+        self.gpu_models: list[str] = []
+        # Set from a state-wide clock on every change to a node's row, so a cache that
+        # remembers a row's version can tell it is stale (versions are never reused).
+        self._node_version: IntArray = np.zeros(0, np.int64)
+        self._clock = 0
+        self.placements: dict[str, Placement] = {}
+        self.pods_on_node: list[dict[str, Pod]] = []
+        # Keys of placed pods with required pod anti-affinity: InterPodAffinity must check
+        # them against every incoming pod, and skips when there are none.
+        self.anti_affinity_pod_keys: set[str] = set()
+        # Bumped when nodes are added or removed or their labels/taints change.
+        self.topology_version = 0
+        self._size = 0
+        self._masks: dict[Hashable, BoolArray] = {}
+        self._domains: dict[str, LabelDomains] = {}
+        self._masks_version = -1
+        for name in resources:
+            self._column(name)
+        for node in nodes:
+            self.add_node(node)
+
+    # ---- nodes -------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self._size
+
+    def _column(self, name: str) -> int:
+        index = self.resource_index.get(name)
+        if index is None:
+            index = len(self.resource_names)
+            self.resource_names.append(name)
+            self.resource_index[name] = index
+            pad = np.zeros((self._allocatable.shape[0], 1), np.int64)
+            self._allocatable = np.hstack([self._allocatable, pad])
+            self._requested = np.hstack([self._requested, pad])
+        return index
+
+    def _grow(self) -> None:
+        capacity = max(16, 2 * self._allocatable.shape[0])
+
+        def grown(array: IntArray) -> IntArray:
+            out = np.zeros((capacity, *array.shape[1:]), array.dtype)
+            out[: array.shape[0]] = array
+            return out
+
+        self._allocatable = grown(self._allocatable)
+        self._requested = grown(self._requested)
+        self._nonzero_requested = grown(self._nonzero_requested)
+        self._gpu_count = grown(self._gpu_count)
+        self._gpu_free_milli = grown(self._gpu_free_milli)
+        self._gpu_model_id = grown(self._gpu_model_id)
+        self._node_version = grown(self._node_version)
+
+    def _model_id(self, model: str) -> int:
+        if not model:
+            return -1
+        if model not in self.gpu_models:
+            self.gpu_models.append(model)
+        return self.gpu_models.index(model)
+
+    def add_node(self, node: Node) -> int:
+        """Add ``node`` (or update it in place when its name is known)."""
+        if node.name in self.node_index:
+            return self.update_node(node)
+        for name in node.allocatable:
+            if name != GPU_RESOURCE:
+                self._column(name)
+        if self._size == self._allocatable.shape[0]:
+            self._grow()
+        i = self._size
+        self._size += 1
+        self.nodes.append(node)
+        self.node_index[node.name] = i
+        self.pods_on_node.append({})
+        self._write_node_row(i, node)
+        self._gpu_free_milli[i] = 0
+        self._gpu_free_milli[i, : node.gpu_count] = MILLI_PER_GPU
+        self._requested[i] = 0
+        self._nonzero_requested[i] = 0
+        self.topology_version += 1
+        return i
+
+    def _write_node_row(self, i: int, node: Node) -> None:
+        row = np.zeros(len(self.resource_names), np.int64)
+        for name, amount in node.allocatable.items():
+            if name != GPU_RESOURCE:
+                row[self.resource_index[name]] = amount
+        self._allocatable[i] = row
+        self._gpu_count[i] = node.gpu_count
+        self._gpu_model_id[i] = self._model_id(node.gpu_model)
+        self._touch(i)
+
+    def update_node(self, node: Node) -> int:
+        """New allocatable, labels or taints for a known node; its pods stay."""
+        i = self.node_index[node.name]
+        for name in node.allocatable:
+            if name != GPU_RESOURCE:
+                self._column(name)
+        old = self.nodes[i]
+        self.nodes[i] = node
+        self._write_node_row(i, node)
+        if node.gpu_count != old.gpu_count:
+            self._rebuild_gpus(i)
+        if node.labels != old.labels or node.taints != old.taints or node.unschedulable != old.unschedulable:
+            self.topology_version += 1
+        return i
+
+    def _touch(self, i: int) -> None:
+        self._clock += 1
+        self._node_version[i] = self._clock
+
+    def _rebuild_gpus(self, i: int) -> None:
+        self._gpu_free_milli[i] = 0
+        self._gpu_free_milli[i, : self._gpu_count[i]] = MILLI_PER_GPU
+        for key in self.pods_on_node[i]:
+            placement = self.placements[key]
+            for g in placement.gpu_indices:
+                if g < MAX_GPUS_PER_NODE:
+                    self._gpu_free_milli[i, g] -= placement.pod.gpu.milli_per_gpu
+
+    def remove_node(self, name: str) -> list[Pod]:
+        """Drop a node; returns the pods that were on it (they are no longer placed)."""
+        i = self.node_index.pop(name)
+        orphans = list(self.pods_on_node[i].values())
+        for pod in orphans:
+            del self.placements[pod.key]
+            self.anti_affinity_pod_keys.discard(pod.key)
+        last = self._size - 1
+        if i != last:
+            moved = self.nodes[last]
+            self.nodes[i] = moved
+            self.node_index[moved.name] = i
+            self.pods_on_node[i] = self.pods_on_node[last]
+            for array in (
+                self._allocatable,
+                self._requested,
+                self._nonzero_requested,
+                self._gpu_count,
+                self._gpu_free_milli,
+                self._gpu_model_id,
+            ):
+                array[i] = array[last]
+            self._touch(i)
+        self.nodes.pop()
+        self.pods_on_node.pop()
+        self._size -= 1
+        self.topology_version += 1
+        return orphans
+
+    # ---- pods --------------------------------------------------------------------
+
+    def request_vector(self, pod: Pod) -> IntArray:
+        """The pod's request as a row over ``resource_names`` (``pods`` counts 1)."""
+        row = np.zeros(len(self.resource_names), np.int64)
+        for name, amount in pod.requests.items():
+            index = self.resource_index.get(name)
+            if index is not None:
+                row[index] = amount
+        row[self.resource_index[PODS]] = 1
+        return row
+
+    def place(self, pod: Pod, node: str, gpu_indices: tuple[int, ...] = ()) -> None:
+        """Account for ``pod`` on ``node`` using the GPUs ``gpu_indices``."""
+        if pod.key in self.placements:
+            raise StateError(f"pod {pod.key} is already placed on {self.placements[pod.key].node}")
+        i = self.node_index.get(node)
+        if i is None:
+            raise StateError(f"pod {pod.key}: node {node!r} is not in the cluster state")
+        if len(gpu_indices) != (pod.gpu.count if pod.gpu.milli_per_gpu else 0):
+            raise StateError(f"pod {pod.key}: needs {pod.gpu.count} GPU indices, got {gpu_indices}")
+        for name in pod.requests:
+            if name != GPU_RESOURCE:
+                self._column(name)
+        self._requested[i] += self.request_vector(pod)
+        self._nonzero_requested[i, 0] += pod.nonzero_cpu_milli
+        self._nonzero_requested[i, 1] += pod.nonzero_memory
+        for g in gpu_indices:
+            self._gpu_free_milli[i, g] -= pod.gpu.milli_per_gpu
+        self._touch(i)
+        self.placements[pod.key] = Placement(pod, node, gpu_indices)
+        self.pods_on_node[i][pod.key] = pod
+        if pod.pod_anti_affinity.required:
+            self.anti_affinity_pod_keys.add(pod.key)
+
+    def remove(self, pod_key: str) -> Placement:
+        """Release a placed pod's resources; returns where it was."""
+        placement = self.placements.pop(pod_key)
+        i = self.node_index[placement.node]
+        pod = placement.pod
+        self._requested[i] -= self.request_vector(pod)
+        self._nonzero_requested[i, 0] -= pod.nonzero_cpu_milli
+        self._nonzero_requested[i, 1] -= pod.nonzero_memory
+        for g in placement.gpu_indices:
+            self._gpu_free_milli[i, g] += pod.gpu.milli_per_gpu
+        self._touch(i)
+        del self.pods_on_node[i][pod_key]
+        self.anti_affinity_pod_keys.discard(pod_key)
+        return placement
+
+    # ---- views -------------------------------------------------------------------
+
+    # Views of the live rows (the arrays keep spare capacity for added nodes).
+    @property
+    def allocatable(self) -> IntArray:
+        """``[N, R]`` allocatable per node and resource."""
+        return self._allocatable[: self._size]
+
+    @property
+    def requested(self) -> IntArray:
+        """``[N, R]`` sum of placed pods' requests (``pods`` counts pods)."""
+        return self._requested[: self._size]
+
+    @property
+    def nonzero_requested(self) -> IntArray:
+        """``[N, 2]`` CPU milli and memory bytes with the scoring defaults."""
+        return self._nonzero_requested[: self._size]
+
+    @property
+    def gpu_count(self) -> IntArray:
+        return self._gpu_count[: self._size]
+
+    @property
+    def gpu_free_milli(self) -> IntArray:
+        """``[N, MAX_GPUS]`` free share of each GPU; slots past ``gpu_count`` are 0."""
+        return self._gpu_free_milli[: self._size]
+
+    @property
+    def gpu_model_id(self) -> IntArray:
+        """Index into ``gpu_models``; -1 where the node has no known model."""
+        return self._gpu_model_id[: self._size]
+
+    @property
+    def node_version(self) -> IntArray:
+        return self._node_version[: self._size]
+
+
+    def column(self, name: str) -> int | None:
+        return self.resource_index.get(name)
+
+    @property
+    def node_names(self) -> list[str]:
+        return [n.name for n in self.nodes]
+
+    def gpu_exists(self) -> BoolArray:
+        """``[N, MAX_GPUS]`` mask of GPU slots that exist on each node."""
+        return np.arange(MAX_GPUS_PER_NODE)[None, :] < self.gpu_count[:, None]
+
+    def node_mask(self, key: Hashable, predicate: Callable[[Node], bool]) -> BoolArray:
+        """``predicate`` over all nodes, memoised under ``key`` until labels, taints or
+        the node set change. Filters use it for label and taint matching."""
+        self._expire_node_caches()
+        mask = self._masks.get(key)
+        if mask is None:
+            mask = np.fromiter((predicate(n) for n in self.nodes), np.bool_, self._size)
+            self._masks[key] = mask
+        return mask
+
+    def label_domains(self, key: str) -> LabelDomains:
+        """The nodes' values of label ``key`` as small integers, memoised like
+        ``node_mask``. Topology filters count pods per domain with ``np.bincount``."""
+        self._expire_node_caches()
+        domains = self._domains.get(key)
+        if domains is None:
+            index: dict[str, int] = {}
+            values = (n.labels.get(key) for n in self.nodes)
+            ids = np.fromiter(
+                (-1 if v is None else index.setdefault(v, len(index)) for v in values),
+                np.int64,
+                self._size,
+            )
+            ids.flags.writeable = False  # shared by every caller until the topology changes
+            domains = self._domains[key] = LabelDomains(ids, index)
+        return domains
+
+    def _expire_node_caches(self) -> None:
+        stale = self._masks_version != self.topology_version
+        if stale or len(self._masks) + len(self._domains) > _MAX_MASKS:
+            self._masks.clear()
+            self._domains.clear()
+            self._masks_version = self.topology_version
+
+    def pods(self) -> Iterator[Placement]:
+        return iter(self.placements.values())
+
+    def allocated_gpu_milli(self) -> int:
+        exists = self.gpu_exists()
+        free = np.where(exists, self.gpu_free_milli, 0)
+        return int(self.gpu_count.sum() * MILLI_PER_GPU - free.sum())
+
+    def totals(self) -> Mapping[str, tuple[int, int]]:
+        """Per resource: (requested, allocatable) summed over nodes."""
+        return {
+            name: (int(self.requested[:, j].sum()), int(self.allocatable[:, j].sum()))
+            for j, name in enumerate(self.resource_names)
+        }

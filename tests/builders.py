@@ -1,0 +1,169 @@
+"""Small builders for pods and nodes, written as manifests and parsed the way the live
+scheduler parses them, so tests exercise the same path."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from scheduler.framework.plugin import CycleContext
+from scheduler.objects.node import Node
+from scheduler.objects.node_manifest import node_from_manifest
+from scheduler.objects.pod import Pod
+from scheduler.objects.pod_manifest import pod_from_manifest
+from scheduler.resources.gpu import GPU_MILLI_ANNOTATION, GPU_MODEL_ANNOTATION, GPU_MODEL_LABEL
+from scheduler.state.cluster_state import ClusterState
+
+
+def pod_manifest(
+    name: str = "p",
+    *,
+    namespace: str = "default",
+    cpu: str | None = None,
+    memory: str | None = None,
+    gpus: int = 0,
+    gpu_milli: int | None = None,
+    gpu_models: str | None = None,
+    extra: Mapping[str, str] | None = None,
+    labels: Mapping[str, str] | None = None,
+    node_name: str | None = None,
+    node_selector: Mapping[str, str] | None = None,
+    affinity: Mapping[str, Any] | None = None,
+    tolerations: Iterable[Mapping[str, Any]] = (),
+    host_ports: Iterable[int | tuple[int, str, str]] = (),
+    topology_spread: Iterable[Mapping[str, Any]] = (),
+    priority: int | None = None,
+) -> dict[str, Any]:
+    requests: dict[str, Any] = {}
+    if cpu is not None:
+        requests["cpu"] = cpu
+    if memory is not None:
+        requests["memory"] = memory
+    if gpus:
+        requests["nvidia.com/gpu"] = str(gpus)
+    requests.update(extra or {})
+    annotations: dict[str, str] = {}
+    if gpu_milli is not None:
+        annotations[GPU_MILLI_ANNOTATION] = str(gpu_milli)
+    if gpu_models is not None:
+        annotations[GPU_MODEL_ANNOTATION] = gpu_models
+    ports = []
+    for port in host_ports:
+        number, protocol, host_ip = (port, "TCP", "") if isinstance(port, int) else port
+        ports.append({"containerPort": number, "hostPort": number, "protocol": protocol, "hostIP": host_ip})
+    container: dict[str, Any] = {"name": "main", "image": "busybox", "resources": {"requests": requests}}
+    if ports:
+        container["ports"] = ports
+    spec: dict[str, Any] = {"containers": [container], "schedulerName": "rl-scheduler"}
+    if node_name:
+        spec["nodeName"] = node_name
+    if node_selector:
+        spec["nodeSelector"] = dict(node_selector)
+    if affinity:
+        spec["affinity"] = dict(affinity)
+    if tolerations:
+        spec["tolerations"] = list(tolerations)
+    if topology_spread:
+        spec["topologySpreadConstraints"] = list(topology_spread)
+    if priority is not None:
+        spec["priority"] = priority
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": f"uid-{namespace}-{name}",
+            "labels": dict(labels or {}),
+            "annotations": annotations,
+        },
+        "spec": spec,
+    }
+
+
+def make_pod(name: str = "p", **kwargs: Any) -> Pod:
+    return pod_from_manifest(pod_manifest(name, **kwargs))
+
+
+def node_manifest(
+    name: str,
+    *,
+    cpu: str = "4",
+    memory: str = "8Gi",
+    pods: int = 110,
+    gpus: int = 0,
+    model: str | None = None,
+    extra: Mapping[str, str] | None = None,
+    labels: Mapping[str, str] | None = None,
+    taints: Iterable[Mapping[str, str]] = (),
+    unschedulable: bool = False,
+) -> dict[str, Any]:
+    allocatable: dict[str, str] = {"cpu": cpu, "memory": memory, "pods": str(pods)}
+    if gpus:
+        allocatable["nvidia.com/gpu"] = str(gpus)
+    allocatable.update(extra or {})
+    all_labels = {"kubernetes.io/hostname": name, **(labels or {})}
+    if model:
+        all_labels[GPU_MODEL_LABEL] = model
+    spec: dict[str, Any] = {"taints": list(taints)}
+    if unschedulable:
+        spec["unschedulable"] = True
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": all_labels},
+        "spec": spec,
+        "status": {"allocatable": allocatable, "capacity": allocatable},
+    }
+
+
+def make_node(name: str, **kwargs: Any) -> Node:
+    return node_from_manifest(node_manifest(name, **kwargs))
+
+
+def make_state(nodes: Iterable[Node], placed: Iterable[tuple[Pod, str]] = ()) -> ClusterState:
+    """A state holding ``nodes`` with ``placed`` pods (GPU pods take the first GPUs)."""
+    state = ClusterState(nodes)
+    for pod, node in placed:
+        gpus: tuple[int, ...] = ()
+        if pod.gpu.count:
+            i = state.node_index[node]
+            free = state.gpu_free_milli[i]
+            gpus = tuple(int(g) for g in np.flatnonzero(free >= pod.gpu.milli_per_gpu)[: pod.gpu.count])
+        state.place(pod, node, gpus)
+    return state
+
+
+def context(
+    state: ClusterState, pod: Pod, namespace_labels: Mapping[str, Mapping[str, str]] | None = None
+) -> CycleContext:
+    return CycleContext(state, pod, namespace_labels or {})
+
+
+def all_nodes(state: ClusterState) -> np.ndarray[Any, np.dtype[np.int64]]:
+    return np.arange(len(state), dtype=np.int64)
+
+
+def verdicts(
+    plugin: Any,
+    state: ClusterState,
+    pod: Pod,
+    namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
+) -> dict[str, tuple[str, ...]]:
+    """Run one filter plugin over all nodes: node name -> its rejection reasons
+    (empty tuple: the node passes). A PreFilter rejection applies to every node.
+    ``namespace_labels`` feeds pod affinity's ``namespaceSelector``."""
+    ctx = context(state, pod, namespace_labels)
+    status = plugin.pre_filter(ctx)
+    names = state.node_names
+    if status.code.name == "SKIP":
+        return {name: () for name in names}
+    if not status.ok:
+        return {name: status.reasons for name in names}
+    out: dict[str, list[str]] = {name: [] for name in names}
+    for rejection in plugin.filter(ctx, all_nodes(state)):
+        for position in np.flatnonzero(rejection.nodes):
+            out[names[position]].append(rejection.reason)
+    return {name: tuple(reasons) for name, reasons in out.items()}
