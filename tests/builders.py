@@ -159,9 +159,9 @@ def verdicts(
     status = plugin.pre_filter(ctx)
     names = state.node_names
     if status.code.name == "SKIP":
-        return {name: () for name in names}
+        return dict.fromkeys(names, ())
     if not status.ok:
-        return {name: status.reasons for name in names}
+        return dict.fromkeys(names, status.reasons)
     out: dict[str, list[str]] = {name: [] for name in names}
     for rejection in plugin.filter(ctx, all_nodes(state)):
         for position in np.flatnonzero(rejection.nodes):

@@ -112,7 +112,9 @@ def run_filters(ctx: CycleContext, filters: Sequence[FilterPlugin]) -> Decision:
     return decision
 
 
-def total_scores(ctx: CycleContext, scores: Sequence[WeightedScore], nodes: IntArray) -> npt.NDArray[np.int64]:
+def total_scores(
+    ctx: CycleContext, scores: Sequence[WeightedScore], nodes: IntArray
+) -> npt.NDArray[np.int64]:
     total = np.zeros(nodes.size, np.int64)
     for weighted in scores:
         total += weighted.weight * weighted.plugin.score(ctx, nodes)

@@ -67,7 +67,9 @@ class FieldReader:
         operator = self.string(item.get("operator"), f"{path}.operator")
         allowed = _NODE_OPERATORS if node else _LABEL_OPERATORS
         if operator not in allowed:
-            raise self.fail(f"{path}.operator", f"unknown operator {operator!r} (one of {', '.join(allowed)})")
+            raise self.fail(
+                f"{path}.operator", f"unknown operator {operator!r} (one of {', '.join(allowed)})"
+            )
         key = self.string(item.get("key"), f"{path}.key")
         if not key:
             raise self.fail(f"{path}.key", "must not be empty")
@@ -111,10 +113,14 @@ class FieldReader:
         )
         for i, requirement in enumerate(fields):
             if requirement.key != "metadata.name":
-                raise self.fail(f"{path}.matchFields[{i}].key", f"only metadata.name is supported, got {requirement.key!r}")
+                raise self.fail(
+                    f"{path}.matchFields[{i}].key",
+                    f"only metadata.name is supported, got {requirement.key!r}",
+                )
             if requirement.operator not in ("In", "NotIn") or len(requirement.values) != 1:
                 raise self.fail(
-                    f"{path}.matchFields[{i}]", "metadata.name takes operator In or NotIn with exactly one value"
+                    f"{path}.matchFields[{i}]",
+                    "metadata.name takes operator In or NotIn with exactly one value",
                 )
         return NodeSelectorTerm(expressions, fields)
 

@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from scheduler.objects.taints import Taint
 
 
-
 @dataclass(frozen=True, slots=True)
 class Node:
     """A node's allocatable resources (canonical integers, as ``Pod.requests``).

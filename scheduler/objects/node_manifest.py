@@ -39,7 +39,8 @@ def node_from_manifest(manifest: Manifest) -> Node:
     gpu_count = allocatable.get(GPU_RESOURCE, 0)
     if gpu_count > MAX_GPUS_PER_NODE:
         raise reader.fail(
-            f"status.allocatable.{GPU_RESOURCE}", f"{gpu_count} GPUs; at most {MAX_GPUS_PER_NODE} are supported"
+            f"status.allocatable.{GPU_RESOURCE}",
+            f"{gpu_count} GPUs; at most {MAX_GPUS_PER_NODE} are supported",
         )
     return Node(
         name=name,

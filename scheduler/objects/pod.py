@@ -26,7 +26,6 @@ DEFAULT_MILLI_CPU_REQUEST = 100
 DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 
 
-
 @dataclass(frozen=True, slots=True)
 class HostPort:
     port: int
@@ -65,8 +64,8 @@ class Pod:
     preferred_node_affinity: tuple[PreferredSchedulingTerm, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
     host_ports: tuple[HostPort, ...] = ()
-    pod_affinity: PodAffinity = PodAffinity()
-    pod_anti_affinity: PodAffinity = PodAffinity()
+    pod_affinity: PodAffinity = field(default_factory=PodAffinity)
+    pod_anti_affinity: PodAffinity = field(default_factory=PodAffinity)
     topology_spread: tuple[TopologySpreadConstraint, ...] = ()
     priority: int = 0
     scheduler_name: str = "default-scheduler"
@@ -91,8 +90,4 @@ class Pod:
     @property
     def has_pod_constraints(self) -> bool:
         """Whether inter-pod affinity or topology spread can apply to this pod."""
-        return bool(
-            self.pod_affinity.required
-            or self.pod_anti_affinity.required
-            or self.topology_spread
-        )
+        return bool(self.pod_affinity.required or self.pod_anti_affinity.required or self.topology_spread)

@@ -141,7 +141,9 @@ def _pod_affinity(reader: FieldReader, raw: Any, path: str) -> PodAffinity:
     preferred_path = f"{path}.preferredDuringSchedulingIgnoredDuringExecution"
     required = tuple(
         _pod_affinity_term(reader, t, f"{required_path}[{i}]")
-        for i, t in enumerate(reader.sequence(item.get("requiredDuringSchedulingIgnoredDuringExecution"), required_path))
+        for i, t in enumerate(
+            reader.sequence(item.get("requiredDuringSchedulingIgnoredDuringExecution"), required_path)
+        )
     )
     preferred: list[WeightedPodAffinityTerm] = []
     for i, raw_term in enumerate(
@@ -153,7 +155,10 @@ def _pod_affinity(reader: FieldReader, raw: Any, path: str) -> PodAffinity:
             raise reader.fail(f"{preferred_path}[{i}].weight", f"must be in 1..100, got {weight}")
         preferred.append(
             WeightedPodAffinityTerm(
-                weight, _pod_affinity_term(reader, weighted.get("podAffinityTerm"), f"{preferred_path}[{i}].podAffinityTerm")
+                weight,
+                _pod_affinity_term(
+                    reader, weighted.get("podAffinityTerm"), f"{preferred_path}[{i}].podAffinityTerm"
+                ),
             )
         )
     return PodAffinity(required, tuple(preferred))
@@ -193,14 +198,18 @@ def _topology_spread(reader: FieldReader, raw: Any) -> tuple[TopologySpreadConst
             raise reader.fail(f"{path}.topologyKey", "must not be empty")
         when = reader.string(c.get("whenUnsatisfiable"), f"{path}.whenUnsatisfiable")
         if when not in ("DoNotSchedule", "ScheduleAnyway"):
-            raise reader.fail(f"{path}.whenUnsatisfiable", f"must be DoNotSchedule or ScheduleAnyway, got {when!r}")
+            raise reader.fail(
+                f"{path}.whenUnsatisfiable", f"must be DoNotSchedule or ScheduleAnyway, got {when!r}"
+            )
         min_domains = c.get("minDomains")
         if min_domains is not None:
             min_domains = reader.integer(min_domains, f"{path}.minDomains")
             if min_domains < 1:
                 raise reader.fail(f"{path}.minDomains", f"must be at least 1, got {min_domains}")
             if when != "DoNotSchedule":
-                raise reader.fail(f"{path}.minDomains", "is only allowed with whenUnsatisfiable: DoNotSchedule")
+                raise reader.fail(
+                    f"{path}.minDomains", "is only allowed with whenUnsatisfiable: DoNotSchedule"
+                )
         policies = {}
         for name, default in (("nodeAffinityPolicy", "Honor"), ("nodeTaintsPolicy", "Ignore")):
             value = reader.string(c.get(name), f"{path}.{name}", default) or default
@@ -225,7 +234,9 @@ def _topology_spread(reader: FieldReader, raw: Any) -> tuple[TopologySpreadConst
     return tuple(out)
 
 
-def _gpu_request(reader: FieldReader, requests: Mapping[str, int], annotations: Mapping[str, str]) -> GpuRequest:
+def _gpu_request(
+    reader: FieldReader, requests: Mapping[str, int], annotations: Mapping[str, str]
+) -> GpuRequest:
     count = requests.get(GPU_RESOURCE, 0)
     milli_text = annotations.get(GPU_MILLI_ANNOTATION)
     models = parse_model_list(annotations.get(GPU_MODEL_ANNOTATION, ""))
@@ -273,7 +284,9 @@ def pod_from_manifest(manifest: Manifest) -> Pod:
     ]
     overhead = resource_amounts(reader, spec.get("overhead"), "spec.overhead")
     pod_level = resource_amounts(
-        reader, reader.mapping(spec.get("resources"), "spec.resources").get("requests"), "spec.resources.requests"
+        reader,
+        reader.mapping(spec.get("resources"), "spec.resources").get("requests"),
+        "spec.resources.requests",
     )
     requests = pod_requests(containers, init_containers, overhead, pod_level)
     nonzero = pod_requests(containers, init_containers, overhead, pod_level, non_missing=True)
@@ -281,7 +294,9 @@ def pod_from_manifest(manifest: Manifest) -> Pod:
     affinity = reader.mapping(spec.get("affinity"), "spec.affinity")
     required_node, preferred_node = _node_affinity(reader, affinity.get("nodeAffinity"))
     gates = tuple(
-        reader.string(reader.mapping(g, f"spec.schedulingGates[{i}]").get("name"), f"spec.schedulingGates[{i}].name")
+        reader.string(
+            reader.mapping(g, f"spec.schedulingGates[{i}]").get("name"), f"spec.schedulingGates[{i}].name"
+        )
         for i, g in enumerate(reader.sequence(spec.get("schedulingGates"), "spec.schedulingGates"))
     )
     return Pod(
@@ -300,7 +315,9 @@ def pod_from_manifest(manifest: Manifest) -> Pod:
         tolerations=_tolerations(reader, spec.get("tolerations")),
         host_ports=_host_ports(reader, spec),
         pod_affinity=_pod_affinity(reader, affinity.get("podAffinity"), "spec.affinity.podAffinity"),
-        pod_anti_affinity=_pod_affinity(reader, affinity.get("podAntiAffinity"), "spec.affinity.podAntiAffinity"),
+        pod_anti_affinity=_pod_affinity(
+            reader, affinity.get("podAntiAffinity"), "spec.affinity.podAntiAffinity"
+        ),
         topology_spread=_topology_spread(reader, spec.get("topologySpreadConstraints")),
         priority=reader.integer(spec.get("priority"), "spec.priority"),
         scheduler_name=reader.string(spec.get("schedulerName"), "spec.schedulerName", "default-scheduler"),

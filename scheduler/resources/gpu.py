@@ -48,7 +48,7 @@ class GpuRequest:
 
     count: int = 0
     milli_per_gpu: int = 0
-    models: frozenset[str] = frozenset()
+    models: tuple[str, ...] = ()
 
     @property
     def total_milli(self) -> int:
@@ -62,10 +62,12 @@ class GpuRequest:
 NO_GPU = GpuRequest()
 
 
-def parse_model_list(text: str) -> frozenset[str]:
-    """``"V100M16|V100M32"`` -> ``{"V100M16", "V100M32"}``; empty text -> no constraint."""
-    return frozenset(m.strip() for m in text.split("|") if m.strip())
+def parse_model_list(text: str) -> tuple[str, ...]:
+    """``"V100M16|V100M32"`` -> ``("V100M16", "V100M32")``; empty text -> no constraint.
+
+    The order is kept: the FGD simulator tells typical pods apart by this text."""
+    return tuple(m.strip() for m in text.split("|") if m.strip())
 
 
-def format_model_list(models: frozenset[str]) -> str:
-    return "|".join(sorted(models))
+def format_model_list(models: tuple[str, ...]) -> str:
+    return "|".join(models)

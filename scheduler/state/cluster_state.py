@@ -24,6 +24,8 @@ IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 
 BASE_RESOURCES = (CPU, MEMORY, PODS, EPHEMERAL_STORAGE)
+# Columns of the base resources, fixed so hot paths can slice them directly.
+CPU_COLUMN, MEMORY_COLUMN, PODS_COLUMN = 0, 1, 2
 _MAX_MASKS = 4096
 _SERIALS = itertools.count(1)
 
@@ -304,7 +306,6 @@ class ClusterState:
     @property
     def node_version(self) -> IntArray:
         return self._node_version[: self._size]
-
 
     def column(self, name: str) -> int | None:
         return self.resource_index.get(name)

@@ -5,6 +5,7 @@ from typing import Any
 
 import pytest
 
+from scheduler.objects.pod_manifest import pod_from_manifest
 from scheduler.plugins.filters.gpu_share import GpuShare
 from scheduler.plugins.filters.node_affinity import NodeAffinity
 from scheduler.plugins.filters.node_name import NodeName
@@ -14,7 +15,7 @@ from scheduler.plugins.filters.node_unschedulable import NodeUnschedulable
 from scheduler.plugins.filters.taint_toleration import TaintToleration
 from scheduler.plugins.filters.unsupported import Unsupported
 from tests.builders import make_node, make_pod, make_state, pod_manifest, verdicts
-from scheduler.objects.pod_manifest import pod_from_manifest
+
 
 def expect(**reasons: str | tuple[str, ...]) -> dict[str, tuple[str, ...]]:
     """``n1=""`` fits, ``n1="reason"`` one reason, ``n1=("a", "b")`` several."""
@@ -23,137 +24,375 @@ def expect(**reasons: str | tuple[str, ...]) -> dict[str, tuple[str, ...]]:
 
 CASES = [
     # ---- NodeResourcesFit ----
-    pytest.param(NodeResourcesFit(), make_pod(cpu="3", memory="1Gi"),
-                 [make_node("n1", cpu="4"), make_node("n2", cpu="2")], [],
-                 expect(n1="", n2="Insufficient cpu"), id="fit: cpu 3000m > 2000m free on n2"),
-    pytest.param(NodeResourcesFit(), make_pod(cpu="1", memory="6Gi"),
-                 [make_node("n1", cpu="4", memory="8Gi")], [(make_pod("old", cpu="3500m", memory="4Gi"), "n1")],
-                 expect(n1=("Insufficient cpu", "Insufficient memory")),
-                 id="fit: cpu 1000 > 4000-3500 and memory 6Gi > 8Gi-4Gi: both reasons"),
-    pytest.param(NodeResourcesFit(), make_pod(cpu="100m"),
-                 [make_node("n1", pods=1), make_node("n2", pods=2)], [(make_pod("old"), "n1"), (make_pod("old2"), "n2")],
-                 expect(n1="Too many pods", n2=""), id="fit: pods 1+1 > 1 on n1"),
-    pytest.param(NodeResourcesFit(), make_pod(), [make_node("n1", pods=0)], [],
-                 expect(n1="Too many pods"), id="fit: a pod with no requests still needs a pod slot"),
-    pytest.param(NodeResourcesFit(), make_pod(extra={"example.com/fpga": "1"}),
-                 [make_node("n1", extra={"example.com/fpga": "1"}), make_node("n2")], [],
-                 expect(n1="", n2="Insufficient example.com/fpga"), id="fit: extended resource only on n1"),
-    pytest.param(NodeResourcesFit(), make_pod(extra={"example.com/unknown": "1"}), [make_node("n1")], [],
-                 expect(n1="Insufficient example.com/unknown"), id="fit: a resource no node has"),
-    pytest.param(NodeResourcesFit(), make_pod(cpu="1e9"), [make_node("n1")], [],
-                 expect(n1="Insufficient cpu"), id="fit: absurd request"),
-    pytest.param(NodeResourcesFit(), make_pod(gpus=4), [make_node("n1", gpus=1)], [],
-                 expect(n1=""), id="fit: nvidia.com/gpu is ignored here (GpuShare checks it)"),
+    pytest.param(
+        NodeResourcesFit(),
+        make_pod(cpu="3", memory="1Gi"),
+        [make_node("n1", cpu="4"), make_node("n2", cpu="2")],
+        [],
+        expect(n1="", n2="Insufficient cpu"),
+        id="fit: cpu 3000m > 2000m free on n2",
+    ),
+    pytest.param(
+        NodeResourcesFit(),
+        make_pod(cpu="1", memory="6Gi"),
+        [make_node("n1", cpu="4", memory="8Gi")],
+        [(make_pod("old", cpu="3500m", memory="4Gi"), "n1")],
+        expect(n1=("Insufficient cpu", "Insufficient memory")),
+        id="fit: cpu 1000 > 4000-3500 and memory 6Gi > 8Gi-4Gi: both reasons",
+    ),
+    pytest.param(
+        NodeResourcesFit(),
+        make_pod(cpu="100m"),
+        [make_node("n1", pods=1), make_node("n2", pods=2)],
+        [(make_pod("old"), "n1"), (make_pod("old2"), "n2")],
+        expect(n1="Too many pods", n2=""),
+        id="fit: pods 1+1 > 1 on n1",
+    ),
+    pytest.param(
+        NodeResourcesFit(),
+        make_pod(),
+        [make_node("n1", pods=0)],
+        [],
+        expect(n1="Too many pods"),
+        id="fit: a pod with no requests still needs a pod slot",
+    ),
+    pytest.param(
+        NodeResourcesFit(),
+        make_pod(extra={"example.com/fpga": "1"}),
+        [make_node("n1", extra={"example.com/fpga": "1"}), make_node("n2")],
+        [],
+        expect(n1="", n2="Insufficient example.com/fpga"),
+        id="fit: extended resource only on n1",
+    ),
+    pytest.param(
+        NodeResourcesFit(),
+        make_pod(extra={"example.com/unknown": "1"}),
+        [make_node("n1")],
+        [],
+        expect(n1="Insufficient example.com/unknown"),
+        id="fit: a resource no node has",
+    ),
+    pytest.param(
+        NodeResourcesFit(),
+        make_pod(cpu="1e9"),
+        [make_node("n1")],
+        [],
+        expect(n1="Insufficient cpu"),
+        id="fit: absurd request",
+    ),
+    pytest.param(
+        NodeResourcesFit(),
+        make_pod(gpus=4),
+        [make_node("n1", gpus=1)],
+        [],
+        expect(n1=""),
+        id="fit: nvidia.com/gpu is ignored here (GpuShare checks it)",
+    ),
     # ---- GpuShare ----
-    pytest.param(GpuShare(), make_pod(gpus=1, gpu_milli=500),
-                 [make_node("n1", gpus=1, model="T4"), make_node("n2", gpus=1, model="T4")],
-                 [(make_pod("old", gpus=1, gpu_milli=600), "n1")],
-                 expect(n1="Insufficient nvidia.com/gpu", n2=""), id="gpu: share 500 > 1000-600 free on n1's only GPU"),
-    pytest.param(GpuShare(), make_pod(gpus=1, gpu_milli=400),
-                 [make_node("n1", gpus=1, model="T4")], [(make_pod("old", gpus=1, gpu_milli=600), "n1")],
-                 expect(n1=""), id="gpu: share 400 <= 400 free"),
-    pytest.param(GpuShare(), make_pod(gpus=2),
-                 [make_node("n1", gpus=2, model="T4"), make_node("n2", gpus=4, model="T4"), make_node("n3")],
-                 [(make_pod("old", gpus=1, gpu_milli=100), "n1")],
-                 expect(n1="Insufficient nvidia.com/gpu", n2="", n3="Insufficient nvidia.com/gpu"),
-                 id="gpu: two whole GPUs: n1 has one fully free, n3 none"),
-    pytest.param(GpuShare(), make_pod(gpus=1, gpu_models="V100M16|V100M32"),
-                 [make_node("n1", gpus=1, model="V100M32"), make_node("n2", gpus=8, model="G3"), make_node("n3")],
-                 [], expect(n1="", n2="node(s) didn't match the requested GPU model",
-                            n3="node(s) didn't match the requested GPU model"), id="gpu: model constraint"),
-    pytest.param(GpuShare(), make_pod(cpu="1"), [make_node("n1")], [], expect(n1=""), id="gpu: skipped for CPU pods"),
+    pytest.param(
+        GpuShare(),
+        make_pod(gpus=1, gpu_milli=500),
+        [make_node("n1", gpus=1, model="T4"), make_node("n2", gpus=1, model="T4")],
+        [(make_pod("old", gpus=1, gpu_milli=600), "n1")],
+        expect(n1="Insufficient nvidia.com/gpu", n2=""),
+        id="gpu: share 500 > 1000-600 free on n1's only GPU",
+    ),
+    pytest.param(
+        GpuShare(),
+        make_pod(gpus=1, gpu_milli=400),
+        [make_node("n1", gpus=1, model="T4")],
+        [(make_pod("old", gpus=1, gpu_milli=600), "n1")],
+        expect(n1=""),
+        id="gpu: share 400 <= 400 free",
+    ),
+    pytest.param(
+        GpuShare(),
+        make_pod(gpus=2),
+        [make_node("n1", gpus=2, model="T4"), make_node("n2", gpus=4, model="T4"), make_node("n3")],
+        [(make_pod("old", gpus=1, gpu_milli=100), "n1")],
+        expect(n1="Insufficient nvidia.com/gpu", n2="", n3="Insufficient nvidia.com/gpu"),
+        id="gpu: two whole GPUs: n1 has one fully free, n3 none",
+    ),
+    pytest.param(
+        GpuShare(),
+        make_pod(gpus=1, gpu_models="V100M16|V100M32"),
+        [make_node("n1", gpus=1, model="V100M32"), make_node("n2", gpus=8, model="G3"), make_node("n3")],
+        [],
+        expect(
+            n1="",
+            n2="node(s) didn't match the requested GPU model",
+            n3="node(s) didn't match the requested GPU model",
+        ),
+        id="gpu: model constraint",
+    ),
+    pytest.param(
+        GpuShare(), make_pod(cpu="1"), [make_node("n1")], [], expect(n1=""), id="gpu: skipped for CPU pods"
+    ),
     # ---- NodeName ----
-    pytest.param(NodeName(), make_pod(node_name="n2"), [make_node("n1"), make_node("n2")], [],
-                 expect(n1="node(s) didn't match the requested node name", n2=""), id="nodename: only n2"),
-    pytest.param(NodeName(), make_pod(node_name="gone"), [make_node("n1")], [],
-                 expect(n1="node(s) didn't match the requested node name"), id="nodename: unknown node"),
+    pytest.param(
+        NodeName(),
+        make_pod(node_name="n2"),
+        [make_node("n1"), make_node("n2")],
+        [],
+        expect(n1="node(s) didn't match the requested node name", n2=""),
+        id="nodename: only n2",
+    ),
+    pytest.param(
+        NodeName(),
+        make_pod(node_name="gone"),
+        [make_node("n1")],
+        [],
+        expect(n1="node(s) didn't match the requested node name"),
+        id="nodename: unknown node",
+    ),
     # ---- NodeUnschedulable ----
-    pytest.param(NodeUnschedulable(), make_pod(), [make_node("n1", unschedulable=True), make_node("n2")], [],
-                 expect(n1="node(s) were unschedulable", n2=""), id="cordoned node"),
-    pytest.param(NodeUnschedulable(), make_pod(tolerations=[{"key": "node.kubernetes.io/unschedulable",
-                                                             "operator": "Exists", "effect": "NoSchedule"}]),
-                 [make_node("n1", unschedulable=True)], [], expect(n1=""), id="cordoned node tolerated"),
+    pytest.param(
+        NodeUnschedulable(),
+        make_pod(),
+        [make_node("n1", unschedulable=True), make_node("n2")],
+        [],
+        expect(n1="node(s) were unschedulable", n2=""),
+        id="cordoned node",
+    ),
+    pytest.param(
+        NodeUnschedulable(),
+        make_pod(
+            tolerations=[
+                {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}
+            ]
+        ),
+        [make_node("n1", unschedulable=True)],
+        [],
+        expect(n1=""),
+        id="cordoned node tolerated",
+    ),
     # ---- TaintToleration ----
-    pytest.param(TaintToleration(), make_pod(),
-                 [make_node("n1", taints=[{"key": "gpu", "value": "true", "effect": "NoSchedule"}]),
-                  make_node("n2", taints=[{"key": "soft", "effect": "PreferNoSchedule"}]),
-                  make_node("n3", taints=[{"key": "evict", "value": "x", "effect": "NoExecute"}])], [],
-                 expect(n1="node(s) had untolerated taint(s)", n2="",
-                        n3="node(s) had untolerated taint(s)"),
-                 id="taints: NoSchedule and NoExecute filter, PreferNoSchedule does not"),
-    pytest.param(TaintToleration(), make_pod(tolerations=[{"key": "gpu", "operator": "Equal", "value": "true",
-                                                           "effect": "NoSchedule"}]),
-                 [make_node("n1", taints=[{"key": "gpu", "value": "true", "effect": "NoSchedule"}]),
-                  make_node("n2", taints=[{"key": "gpu", "value": "false", "effect": "NoSchedule"}])], [],
-                 expect(n1="", n2="node(s) had untolerated taint(s)"), id="taints: Equal needs the value (true != false)"),
-    pytest.param(TaintToleration(), make_pod(tolerations=[{"operator": "Exists"}]),
-                 [make_node("n1", taints=[{"key": "a", "effect": "NoSchedule"}, {"key": "b", "effect": "NoExecute"}])],
-                 [], expect(n1=""), id="taints: empty key with Exists tolerates everything"),
-    pytest.param(TaintToleration(), make_pod(tolerations=[{"key": "a", "operator": "Exists", "effect": "NoExecute"}]),
-                 [make_node("n1", taints=[{"key": "a", "effect": "NoSchedule"}])], [],
-                 expect(n1="node(s) had untolerated taint(s)"), id="taints: effect must match"),
+    pytest.param(
+        TaintToleration(),
+        make_pod(),
+        [
+            make_node("n1", taints=[{"key": "gpu", "value": "true", "effect": "NoSchedule"}]),
+            make_node("n2", taints=[{"key": "soft", "effect": "PreferNoSchedule"}]),
+            make_node("n3", taints=[{"key": "evict", "value": "x", "effect": "NoExecute"}]),
+        ],
+        [],
+        expect(n1="node(s) had untolerated taint(s)", n2="", n3="node(s) had untolerated taint(s)"),
+        id="taints: NoSchedule and NoExecute filter, PreferNoSchedule does not",
+    ),
+    pytest.param(
+        TaintToleration(),
+        make_pod(tolerations=[{"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}]),
+        [
+            make_node("n1", taints=[{"key": "gpu", "value": "true", "effect": "NoSchedule"}]),
+            make_node("n2", taints=[{"key": "gpu", "value": "false", "effect": "NoSchedule"}]),
+        ],
+        [],
+        expect(n1="", n2="node(s) had untolerated taint(s)"),
+        id="taints: Equal needs the value (true != false)",
+    ),
+    pytest.param(
+        TaintToleration(),
+        make_pod(tolerations=[{"operator": "Exists"}]),
+        [make_node("n1", taints=[{"key": "a", "effect": "NoSchedule"}, {"key": "b", "effect": "NoExecute"}])],
+        [],
+        expect(n1=""),
+        id="taints: empty key with Exists tolerates everything",
+    ),
+    pytest.param(
+        TaintToleration(),
+        make_pod(tolerations=[{"key": "a", "operator": "Exists", "effect": "NoExecute"}]),
+        [make_node("n1", taints=[{"key": "a", "effect": "NoSchedule"}])],
+        [],
+        expect(n1="node(s) had untolerated taint(s)"),
+        id="taints: effect must match",
+    ),
     # ---- NodeAffinity ----
-    pytest.param(NodeAffinity(), make_pod(node_selector={"disk": "ssd"}),
-                 [make_node("n1", labels={"disk": "ssd"}), make_node("n2", labels={"disk": "hdd"}), make_node("n3")], [],
-                 expect(n1="", n2="node(s) didn't match Pod's node affinity/selector",
-                        n3="node(s) didn't match Pod's node affinity/selector"), id="affinity: nodeSelector"),
-    pytest.param(NodeAffinity(), make_pod(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [
-            {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]},
-                                  {"key": "gen", "operator": "Gt", "values": ["3"]}]},
-            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n4"]}]}]}}}),
-        [make_node("n1", labels={"zone": "a", "gen": "4"}), make_node("n2", labels={"zone": "a", "gen": "3"}),
-         make_node("n3", labels={"zone": "c", "gen": "9"}), make_node("n4")], [],
-        expect(n1="", n2="node(s) didn't match Pod's node affinity/selector",
-               n3="node(s) didn't match Pod's node affinity/selector", n4=""),
-        id="affinity: terms ORed (zone In a,b AND gen Gt 3) OR name n4"),
-    pytest.param(NodeAffinity(), make_pod(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["a"]},
-                                                    {"key": "spot", "operator": "DoesNotExist"},
-                                                    {"key": "gen", "operator": "Lt", "values": ["5"]},
-                                                    {"key": "rack", "operator": "Exists"}]}]}}}),
-        [make_node("n1", labels={"zone": "b", "gen": "4", "rack": "r"}),
-         make_node("n2", labels={"zone": "b", "gen": "4", "rack": "r", "spot": "1"}),
-         make_node("n3", labels={"gen": "x", "rack": "r"}), make_node("n4", labels={"gen": "1"})], [],
-        expect(n1="", n2="node(s) didn't match Pod's node affinity/selector",
-               n3="node(s) didn't match Pod's node affinity/selector",
-               n4="node(s) didn't match Pod's node affinity/selector"),
-        id="affinity: NotIn, DoesNotExist, Lt (non-integer label fails), Exists"),
-    pytest.param(NodeAffinity(), make_pod(node_selector={"a": "1"}, affinity={"nodeAffinity": {
-        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchExpressions": [{"key": "b", "operator": "In", "values": ["2"]}]}]}}}),
-        [make_node("n1", labels={"a": "1", "b": "2"}), make_node("n2", labels={"a": "1"}),
-         make_node("n3", labels={"b": "2"})], [],
-        expect(n1="", n2="node(s) didn't match Pod's node affinity/selector",
-               n3="node(s) didn't match Pod's node affinity/selector"), id="affinity: selector AND affinity"),
-    pytest.param(NodeAffinity(), make_pod(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{}]}}}), [make_node("n1")], [],
-        expect(n1="node(s) didn't match Pod's node affinity/selector"), id="affinity: an empty term matches nothing"),
+    pytest.param(
+        NodeAffinity(),
+        make_pod(node_selector={"disk": "ssd"}),
+        [make_node("n1", labels={"disk": "ssd"}), make_node("n2", labels={"disk": "hdd"}), make_node("n3")],
+        [],
+        expect(
+            n1="",
+            n2="node(s) didn't match Pod's node affinity/selector",
+            n3="node(s) didn't match Pod's node affinity/selector",
+        ),
+        id="affinity: nodeSelector",
+    ),
+    pytest.param(
+        NodeAffinity(),
+        make_pod(
+            affinity={
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {"key": "zone", "operator": "In", "values": ["a", "b"]},
+                                    {"key": "gen", "operator": "Gt", "values": ["3"]},
+                                ]
+                            },
+                            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n4"]}]},
+                        ]
+                    }
+                }
+            }
+        ),
+        [
+            make_node("n1", labels={"zone": "a", "gen": "4"}),
+            make_node("n2", labels={"zone": "a", "gen": "3"}),
+            make_node("n3", labels={"zone": "c", "gen": "9"}),
+            make_node("n4"),
+        ],
+        [],
+        expect(
+            n1="",
+            n2="node(s) didn't match Pod's node affinity/selector",
+            n3="node(s) didn't match Pod's node affinity/selector",
+            n4="",
+        ),
+        id="affinity: terms ORed (zone In a,b AND gen Gt 3) OR name n4",
+    ),
+    pytest.param(
+        NodeAffinity(),
+        make_pod(
+            affinity={
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {"key": "zone", "operator": "NotIn", "values": ["a"]},
+                                    {"key": "spot", "operator": "DoesNotExist"},
+                                    {"key": "gen", "operator": "Lt", "values": ["5"]},
+                                    {"key": "rack", "operator": "Exists"},
+                                ]
+                            }
+                        ]
+                    }
+                }
+            }
+        ),
+        [
+            make_node("n1", labels={"zone": "b", "gen": "4", "rack": "r"}),
+            make_node("n2", labels={"zone": "b", "gen": "4", "rack": "r", "spot": "1"}),
+            make_node("n3", labels={"gen": "x", "rack": "r"}),
+            make_node("n4", labels={"gen": "1"}),
+        ],
+        [],
+        expect(
+            n1="",
+            n2="node(s) didn't match Pod's node affinity/selector",
+            n3="node(s) didn't match Pod's node affinity/selector",
+            n4="node(s) didn't match Pod's node affinity/selector",
+        ),
+        id="affinity: NotIn, DoesNotExist, Lt (non-integer label fails), Exists",
+    ),
+    pytest.param(
+        NodeAffinity(),
+        make_pod(
+            node_selector={"a": "1"},
+            affinity={
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": "b", "operator": "In", "values": ["2"]}]}
+                        ]
+                    }
+                }
+            },
+        ),
+        [
+            make_node("n1", labels={"a": "1", "b": "2"}),
+            make_node("n2", labels={"a": "1"}),
+            make_node("n3", labels={"b": "2"}),
+        ],
+        [],
+        expect(
+            n1="",
+            n2="node(s) didn't match Pod's node affinity/selector",
+            n3="node(s) didn't match Pod's node affinity/selector",
+        ),
+        id="affinity: selector AND affinity",
+    ),
+    pytest.param(
+        NodeAffinity(),
+        make_pod(
+            affinity={
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{}]}
+                }
+            }
+        ),
+        [make_node("n1")],
+        [],
+        expect(n1="node(s) didn't match Pod's node affinity/selector"),
+        id="affinity: an empty term matches nothing",
+    ),
     # ---- NodePorts ----
-    pytest.param(NodePorts(), make_pod(host_ports=[8080]), [make_node("n1"), make_node("n2"), make_node("n3")],
-                 [(make_pod("a", host_ports=[8080]), "n1"), (make_pod("b", host_ports=[(8080, "UDP", "")]), "n2"),
-                  (make_pod("c", host_ports=[9090]), "n3")],
-                 expect(n1="node(s) didn't have free ports for the requested pod ports", n2="", n3=""),
-                 id="ports: same port and protocol conflict; UDP or another port does not"),
-    pytest.param(NodePorts(), make_pod(host_ports=[(8080, "TCP", "10.0.0.1")]), [make_node("n1"), make_node("n2")],
-                 [(make_pod("a", host_ports=[(8080, "TCP", "0.0.0.0")]), "n1"),
-                  (make_pod("b", host_ports=[(8080, "TCP", "10.0.0.2")]), "n2")],
-                 expect(n1="node(s) didn't have free ports for the requested pod ports", n2=""),
-                 id="ports: wildcard host IP conflicts, another IP does not"),
+    pytest.param(
+        NodePorts(),
+        make_pod(host_ports=[8080]),
+        [make_node("n1"), make_node("n2"), make_node("n3")],
+        [
+            (make_pod("a", host_ports=[8080]), "n1"),
+            (make_pod("b", host_ports=[(8080, "UDP", "")]), "n2"),
+            (make_pod("c", host_ports=[9090]), "n3"),
+        ],
+        expect(n1="node(s) didn't have free ports for the requested pod ports", n2="", n3=""),
+        id="ports: same port and protocol conflict; UDP or another port does not",
+    ),
+    pytest.param(
+        NodePorts(),
+        make_pod(host_ports=[(8080, "TCP", "10.0.0.1")]),
+        [make_node("n1"), make_node("n2")],
+        [
+            (make_pod("a", host_ports=[(8080, "TCP", "0.0.0.0")]), "n1"),
+            (make_pod("b", host_ports=[(8080, "TCP", "10.0.0.2")]), "n2"),
+        ],
+        expect(n1="node(s) didn't have free ports for the requested pod ports", n2=""),
+        id="ports: wildcard host IP conflicts, another IP does not",
+    ),
     # ---- Unsupported ----
-    pytest.param(Unsupported(), pod_from_manifest({**pod_manifest("dra"), "spec": {
-        **pod_manifest("dra")["spec"], "resourceClaims": [{"name": "gpu", "resourceClaimName": "c"}]}}),
-        [make_node("n1")], [], expect(n1="pod uses resource claims (DRA), which rl-scheduler does not allocate"),
-        id="unsupported: resource claims"),
-    pytest.param(Unsupported(), pod_from_manifest({**pod_manifest("gated"), "spec": {
-        **pod_manifest("gated")["spec"], "schedulingGates": [{"name": "example.com/wait"}]}}),
-        [make_node("n1")], [], expect(n1="waiting for scheduling gates: [example.com/wait]"),
-        id="unsupported: scheduling gates"),
+    pytest.param(
+        Unsupported(),
+        pod_from_manifest(
+            {
+                **pod_manifest("dra"),
+                "spec": {
+                    **pod_manifest("dra")["spec"],
+                    "resourceClaims": [{"name": "gpu", "resourceClaimName": "c"}],
+                },
+            }
+        ),
+        [make_node("n1")],
+        [],
+        expect(n1="pod uses resource claims (DRA), which rl-scheduler does not allocate"),
+        id="unsupported: resource claims",
+    ),
+    pytest.param(
+        Unsupported(),
+        pod_from_manifest(
+            {
+                **pod_manifest("gated"),
+                "spec": {**pod_manifest("gated")["spec"], "schedulingGates": [{"name": "example.com/wait"}]},
+            }
+        ),
+        [make_node("n1")],
+        [],
+        expect(n1="waiting for scheduling gates: [example.com/wait]"),
+        id="unsupported: scheduling gates",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("plugin", "pod", "nodes", "placed", "expected"), CASES)
-def test_node_filters(plugin: Any, pod: Any, nodes: list[Any], placed: list[tuple[Any, str]],
-                      expected: dict[str, tuple[str, ...]]) -> None:
+def test_node_filters(
+    plugin: Any,
+    pod: Any,
+    nodes: list[Any],
+    placed: list[tuple[Any, str]],
+    expected: dict[str, tuple[str, ...]],
+) -> None:
     state = make_state(nodes, placed)
     assert verdicts(plugin, state, pod) == expected

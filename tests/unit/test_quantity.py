@@ -31,7 +31,7 @@ from scheduler.resources.quantity import ceil_int, ceil_milli, format_bytes, par
         ("1Ki", 1024),
         ("1Ei", 2**60),
     ],
-    ids=lambda v: str(v),
+    ids=str,
 )
 def test_parses_like_the_api(text: str, value: Fraction | int) -> None:
     assert parse_quantity(text) == value

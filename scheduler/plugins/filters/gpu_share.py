@@ -23,7 +23,8 @@ WRONG_MODEL = "node(s) didn't match the requested GPU model"
 
 def gpus_with_room(free_milli: IntArray, milli_per_gpu: int) -> IntArray:
     """Per node, how many GPUs have ``milli_per_gpu`` free (absent GPUs have 0 free)."""
-    return np.count_nonzero(free_milli >= milli_per_gpu, axis=-1)
+    count: IntArray = np.count_nonzero(free_milli >= milli_per_gpu, axis=-1)
+    return count
 
 
 class GpuShare(SkipUnlessBase):

@@ -19,6 +19,8 @@ class NodeName(SkipUnlessBase):
 
     def filter(self, ctx: CycleContext, nodes: IntArray) -> list[Rejection]:
         wanted = ctx.state.node_index.get(ctx.pod.node_name, -1)
-        return [Rejection(REASON, nodes != wanted, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)] if wanted >= 0 else [
-            Rejection(REASON, np.ones(nodes.size, np.bool_), Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
-        ]
+        return (
+            [Rejection(REASON, nodes != wanted, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)]
+            if wanted >= 0
+            else [Rejection(REASON, np.ones(nodes.size, np.bool_), Code.UNSCHEDULABLE_AND_UNRESOLVABLE)]
+        )

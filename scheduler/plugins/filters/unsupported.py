@@ -16,7 +16,9 @@ class Unsupported(FilterBase):
 
     def pre_filter(self, ctx: CycleContext) -> Status:
         if ctx.pod.scheduling_gates:
-            return unresolvable(self.name, f"waiting for scheduling gates: [{' '.join(ctx.pod.scheduling_gates)}]")
+            return unresolvable(
+                self.name, f"waiting for scheduling gates: [{' '.join(ctx.pod.scheduling_gates)}]"
+            )
         if ctx.pod.unsupported:
             return unresolvable(self.name, *ctx.pod.unsupported)
         return SKIP

@@ -1,0 +1,184 @@
+"""InterPodAffinity (filter): required pod affinity and anti-affinity, of the incoming
+pod and of the pods already placed.
+
+A term (``topologyKey``, selector, namespaces) matches a pod when the pod's namespace is
+in the term's namespaces, or its labels match ``namespaceSelector`` (an empty selector
+matches every namespace), and the pod's labels match ``labelSelector`` (a missing one
+matches nothing). With neither ``namespaces`` nor ``namespaceSelector`` the term means
+the namespace of the pod that owns it. ``matchLabelKeys`` / ``mismatchLabelKeys`` add
+``key In (value)`` / ``key NotIn (value)`` with the owner's label values, as the API
+server does when the pod is created.
+
+Domains are (topologyKey, value) pairs; pods on nodes without the key count nowhere.
+Over all placed pods the cycle counts, per domain:
+
+- affinity: pods matching *all* the incoming pod's affinity terms, once per term;
+- anti-affinity: per incoming anti-affinity term, the pods it matches;
+- existing: per term of a placed pod's required anti-affinity, 1 if it matches the
+  incoming pod.
+
+A node is then rejected, first reason wins (kube's order):
+
+1. ``node(s) didn't match pod affinity rules`` (UnschedulableAndUnresolvable) when it
+   lacks a term's topology key, or some term's domain on it has count 0 -- unless no pod
+   anywhere counts and the pod matches all its own terms (the first pod of a group with
+   affinity to itself);
+2. ``node(s) didn't match pod anti-affinity rules`` (Unschedulable) when a term's domain
+   on it has a matching pod (a node without the key passes that term);
+3. ``node(s) didn't satisfy existing pods anti-affinity rules`` (Unschedulable) when one
+   of its labels is a domain with an existing pod's matching anti-affinity term.
+
+PreFilter SKIPs when the pod has no required terms and no placed pod's required
+anti-affinity matches it. Namespace labels come from ``CycleContext.namespace_labels``;
+a namespace missing there has no labels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from scheduler.framework.plugin import CycleContext, FilterBase, Rejection
+from scheduler.framework.status import SKIP, SUCCESS, Code, Status
+from scheduler.objects.pod import Pod
+from scheduler.objects.selectors import LabelSelector, PodAffinityTerm, Requirement
+from scheduler.state.cluster_state import ClusterState, IntArray
+
+REASON_AFFINITY = "node(s) didn't match pod affinity rules"
+REASON_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
+REASON_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
+
+NamespaceLabels = Mapping[str, Mapping[str, str]]
+# Topology key -> matching pods per domain (``label_domains`` ids), then a 0 for id -1.
+DomainCounts = dict[str, IntArray]
+
+
+@dataclass(frozen=True, slots=True)
+class AffinityTerm:
+    """A ``PodAffinityTerm`` resolved against the pod that owns it (kube's
+    ``framework.AffinityTerm``)."""
+
+    topology_key: str
+    selector: LabelSelector | None
+    namespaces: frozenset[str]
+    namespace_selector: LabelSelector | None
+
+    @classmethod
+    def resolve(cls, term: PodAffinityTerm, owner: Pod) -> AffinityTerm:
+        selector = term.label_selector
+        # The API server leaves a nil selector alone: it matches nothing either way.
+        if selector is not None and (term.match_label_keys or term.mismatch_label_keys):
+            labels = owner.labels
+            extra = tuple(Requirement(k, "In", (labels[k],)) for k in term.match_label_keys if k in labels)
+            extra += tuple(
+                Requirement(k, "NotIn", (labels[k],)) for k in term.mismatch_label_keys if k in labels
+            )
+            selector = LabelSelector(selector.match_labels, selector.match_expressions + extra)
+        if not term.namespaces and term.namespace_selector is None:
+            namespaces = frozenset({owner.namespace})
+        else:
+            namespaces = frozenset(term.namespaces)
+        return cls(term.topology_key, selector, namespaces, term.namespace_selector)
+
+    def matches(self, pod: Pod, namespace_labels: NamespaceLabels) -> bool:
+        if self.selector is None:
+            return False
+        in_namespace = pod.namespace in self.namespaces or (
+            self.namespace_selector is not None
+            and self.namespace_selector.matches(namespace_labels.get(pod.namespace, {}))
+        )
+        return in_namespace and self.selector.matches(pod.labels)
+
+
+@dataclass(frozen=True, slots=True)
+class _Counts:
+    affinity: tuple[AffinityTerm, ...]
+    anti_affinity: tuple[AffinityTerm, ...]
+    affinity_counts: DomainCounts
+    anti_affinity_counts: DomainCounts
+    existing_counts: DomainCounts
+    matches_own_affinity: bool
+
+
+class InterPodAffinity(FilterBase):
+    name = "InterPodAffinity"
+
+    def pre_filter(self, ctx: CycleContext) -> Status:
+        pod, state, ns_labels = ctx.pod, ctx.state, ctx.namespace_labels
+        affinity = tuple(AffinityTerm.resolve(t, pod) for t in pod.pod_affinity.required)
+        anti = tuple(AffinityTerm.resolve(t, pod) for t in pod.pod_anti_affinity.required)
+        existing: DomainCounts = {}
+        for key in state.anti_affinity_pod_keys:
+            placement = state.placements[key]
+            node = state.node_index[placement.node]
+            for term in placement.pod.pod_anti_affinity.required:
+                if AffinityTerm.resolve(term, placement.pod).matches(pod, ns_labels):
+                    _add(existing, state, term.topology_key, node)
+        if not affinity and not anti and not existing:
+            return SKIP
+        affinity_counts: DomainCounts = {}
+        anti_counts: DomainCounts = {}
+        if affinity or anti:
+            for node, pods in enumerate(state.pods_on_node):
+                for other in pods.values():
+                    if affinity and all(t.matches(other, ns_labels) for t in affinity):
+                        for t in affinity:
+                            _add(affinity_counts, state, t.topology_key, node)
+                    for t in anti:
+                        if t.matches(other, ns_labels):
+                            _add(anti_counts, state, t.topology_key, node)
+        matches_own = bool(affinity) and all(t.matches(pod, ns_labels) for t in affinity)
+        ctx.data[self.name] = _Counts(affinity, anti, affinity_counts, anti_counts, existing, matches_own)
+        return SUCCESS
+
+    def filter(self, ctx: CycleContext, nodes: IntArray) -> list[Rejection]:
+        counts: _Counts = ctx.data[self.name]
+        state = ctx.state
+        no_affinity = np.zeros(nodes.size, np.bool_)
+        if counts.affinity:
+            has_keys = np.ones(nodes.size, np.bool_)
+            pods_exist = np.ones(nodes.size, np.bool_)
+            for t in counts.affinity:
+                has_keys &= state.label_domains(t.topology_key).ids[nodes] >= 0
+                pods_exist &= _at(counts.affinity_counts, state, t.topology_key, nodes) > 0
+            # No pod anywhere counts (entries only ever go up) and the pod matches its own
+            # terms: it may be the first of its group, so any node with the keys will do.
+            first_of_group = not counts.affinity_counts and counts.matches_own_affinity
+            no_affinity = ~has_keys | ~(pods_exist | first_of_group)
+        anti = np.zeros(nodes.size, np.bool_)
+        for t in counts.anti_affinity:
+            anti |= _at(counts.anti_affinity_counts, state, t.topology_key, nodes) > 0
+        existing = np.zeros(nodes.size, np.bool_)
+        for key in counts.existing_counts:
+            existing |= _at(counts.existing_counts, state, key, nodes) > 0
+        # One reason per node, in kube's order.
+        anti &= ~no_affinity
+        existing &= ~(no_affinity | anti)
+        return [
+            Rejection(REASON_AFFINITY, no_affinity, Code.UNSCHEDULABLE_AND_UNRESOLVABLE),
+            Rejection(REASON_ANTI_AFFINITY, anti, Code.UNSCHEDULABLE),
+            Rejection(REASON_EXISTING_ANTI_AFFINITY, existing, Code.UNSCHEDULABLE),
+        ]
+
+
+def _add(counts: DomainCounts, state: ClusterState, key: str, node: int) -> None:
+    """Count one pod on ``node`` in its ``key`` domain; nowhere if it lacks the key."""
+    domains = state.label_domains(key)
+    domain = int(domains.ids[node])
+    if domain < 0:
+        return
+    if key not in counts:
+        counts[key] = np.zeros(domains.count + 1, np.int64)
+    counts[key][domain] += 1
+
+
+def _at(counts: DomainCounts, state: ClusterState, key: str, nodes: IntArray) -> IntArray:
+    """The count of each node's ``key`` domain (0 without the key or without pods)."""
+    per_domain = counts.get(key)
+    if per_domain is None:
+        return np.zeros(nodes.size, np.int64)
+    # Id -1 (no key) reads the trailing 0.
+    result: IntArray = per_domain[state.label_domains(key).ids[nodes]]
+    return result

@@ -1,0 +1,147 @@
+"""Plugins and profiles by name.
+
+Every profile runs the same filters, in kube-scheduler's order (our GpuShare after
+NodeResourcesFit). Profiles differ in how they score:
+
+| profile          | scores (weight)                                                         | ties   |
+|------------------|-------------------------------------------------------------------------|--------|
+| default          | TaintToleration 3, NodeAffinity 2, LeastAllocated 1, BalancedAllocation 1 | random |
+| most-allocated   | as default with MostAllocated instead of LeastAllocated                 | random |
+| random, dot-prod, gpu-clustering, gpu-packing, best-fit, fgd | that FGD-paper policy alone | first  |
+
+``first`` takes the best node earliest in the state's node order; the trace replay
+adds nodes in a seeded order, as the FGD simulator ranks them. The learned policy
+registers itself as one more profile (``register_profile``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from scheduler.framework.plugin import FilterPlugin, GpuSelector, ScorePlugin
+from scheduler.framework.profile import Profile, TieBreak, WeightedScore
+from scheduler.plugins.filters.gpu_share import GpuShare
+from scheduler.plugins.filters.inter_pod_affinity import InterPodAffinity
+from scheduler.plugins.filters.node_affinity import NodeAffinity
+from scheduler.plugins.filters.node_name import NodeName
+from scheduler.plugins.filters.node_ports import NodePorts
+from scheduler.plugins.filters.node_resources_fit import NodeResourcesFit
+from scheduler.plugins.filters.node_unschedulable import NodeUnschedulable
+from scheduler.plugins.filters.pod_topology_spread import PodTopologySpread
+from scheduler.plugins.filters.taint_toleration import TaintToleration
+from scheduler.plugins.filters.unsupported import Unsupported
+from scheduler.plugins.scores.best_fit import BestFitScore
+from scheduler.plugins.scores.dot_prod import DotProdScore
+from scheduler.plugins.scores.fgd import FgdScore
+from scheduler.plugins.scores.gpu_choice import BestFitGpus, RandomGpus
+from scheduler.plugins.scores.gpu_clustering import GpuClusteringScore
+from scheduler.plugins.scores.gpu_packing import GpuPackingScore
+from scheduler.plugins.scores.node_preferences import NodeAffinityScore, TaintTolerationScore
+from scheduler.plugins.scores.random_score import RandomScore
+from scheduler.plugins.scores.resource_allocation import BalancedAllocation, LeastAllocated, MostAllocated
+from scheduler.state.fragmentation import TypicalPods
+
+
+class UnknownProfileError(ValueError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"unknown score profile {name!r}; known: {', '.join(profile_names())}")
+
+
+@dataclass
+class ProfileContext:
+    """What a profile may need to build its plugins."""
+
+    rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
+    # The workload FGD measures fragmentation against (from a trace or the live mix).
+    typical_pods: TypicalPods | None = None
+    # Weights replacing the profile's defaults, by score plugin name.
+    weights: Mapping[str, int] = field(default_factory=dict)
+
+
+ProfileFactory = Callable[[ProfileContext], Profile]
+_PROFILES: dict[str, ProfileFactory] = {}
+
+
+def default_filters() -> list[FilterPlugin]:
+    return [
+        Unsupported(),
+        NodeUnschedulable(),
+        NodeName(),
+        TaintToleration(),
+        NodeAffinity(),
+        NodePorts(),
+        NodeResourcesFit(),
+        GpuShare(),
+        PodTopologySpread(),
+        InterPodAffinity(),
+    ]
+
+
+def register_profile(name: str, factory: ProfileFactory) -> None:
+    _PROFILES[name] = factory
+
+
+def profile_names() -> list[str]:
+    return sorted(_PROFILES)
+
+
+def build_profile(name: str, ctx: ProfileContext | None = None) -> Profile:
+    factory = _PROFILES.get(name)
+    if factory is None:
+        raise UnknownProfileError(name)
+    return factory(ctx or ProfileContext())
+
+
+def _weighted(ctx: ProfileContext, scores: list[tuple[ScorePlugin, int]]) -> list[WeightedScore]:
+    return [WeightedScore(plugin, ctx.weights.get(plugin.name, weight)) for plugin, weight in scores]
+
+
+def _kube(name: str, fit: Callable[[], ScorePlugin]) -> ProfileFactory:
+    def build(ctx: ProfileContext) -> Profile:
+        scores: list[tuple[ScorePlugin, int]] = [
+            (TaintTolerationScore(), 3),
+            (NodeAffinityScore(), 2),
+            (fit(), 1),
+            (BalancedAllocation(), 1),
+        ]
+        return Profile(name, default_filters(), _weighted(ctx, scores), BestFitGpus(), "random")
+
+    return build
+
+
+def _single(
+    name: str,
+    plugin: Callable[[ProfileContext], ScorePlugin],
+    gpus: Callable[[ProfileContext, ScorePlugin], GpuSelector],
+) -> ProfileFactory:
+    def build(ctx: ProfileContext) -> Profile:
+        score = plugin(ctx)
+        tie_break: TieBreak = "first"
+        return Profile(name, default_filters(), [WeightedScore(score, 1)], gpus(ctx, score), tie_break)
+
+    return build
+
+
+def _fgd(ctx: ProfileContext) -> ScorePlugin:
+    if ctx.typical_pods is None:
+        raise ValueError("the fgd profile needs typical pods (a trace or the observed workload)")
+    return FgdScore(ctx.typical_pods)
+
+
+def _best_fit_gpus(_: ProfileContext, __: ScorePlugin) -> GpuSelector:
+    return BestFitGpus()
+
+
+register_profile("default", _kube("default", LeastAllocated))
+register_profile("most-allocated", _kube("most-allocated", MostAllocated))
+register_profile(
+    "random", _single("random", lambda ctx: RandomScore(ctx.rng), lambda ctx, _: RandomGpus(ctx.rng))
+)
+register_profile("dot-prod", _single("dot-prod", lambda _: DotProdScore(), _best_fit_gpus))
+register_profile("gpu-clustering", _single("gpu-clustering", lambda _: GpuClusteringScore(), _best_fit_gpus))
+register_profile("gpu-packing", _single("gpu-packing", lambda _: GpuPackingScore(), _best_fit_gpus))
+register_profile("best-fit", _single("best-fit", lambda _: BestFitScore(), _best_fit_gpus))
+register_profile("fgd", _single("fgd", _fgd, lambda _, score: score))  # type: ignore[arg-type,return-value]

@@ -1,0 +1,146 @@
+"""FGD, Fragmentation Gradient Descent (Weng et al., USENIX ATC'23): place the pod
+where it increases the expected GPU fragmentation the least.
+
+    score(node) = trunc(100 * sigmoid((F(node) - F(node after placing)) / 1000))
+
+with F the fragment amount in milli-GPU (``scheduler.state.fragmentation``). A GPU
+share is tried on every GPU with room, in index order, and the node scores its best
+GPU (ties to the lowest index), which is also the GPU it gets. Whole-GPU pods take
+the lowest-index free GPUs; a CPU-only pod changes F through the CPU it uses.
+
+Scores are cached per pod shape and node version: between two pods of the same
+shape only the nodes that changed are scored again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from scheduler.framework.plugin import CycleContext
+from scheduler.plugins.scores.fgd_common import cpu_left
+from scheduler.plugins.scores.gpu_choice import exclusive_gpus
+from scheduler.state.cluster_state import ClusterState, IntArray
+from scheduler.state.fragmentation import FragmentationModel, PodShape, TypicalPods, pod_shape
+
+
+def sigmoid_score(before: npt.NDArray[np.float64], after: npt.NDArray[np.float64]) -> IntArray:
+    x = (before - after) / 1000.0
+    return (1.0 / (1.0 + np.exp(-x)) * 100.0).astype(np.int64)
+
+
+@dataclass
+class _ShapeScores:
+    version: IntArray
+    score: IntArray
+    gpu: IntArray
+
+
+class NodeFragCache:
+    """F of every node's current state, recomputed only for nodes that changed."""
+
+    def __init__(self, model: FragmentationModel) -> None:
+        self.model = model
+        self._version = np.zeros(0, np.int64)
+        self._frag = np.zeros(0, np.float64)
+
+    def frag(self, state: ClusterState, nodes: IntArray) -> npt.NDArray[np.float64]:
+        n = len(state)
+        if self._version.size != n:
+            self._version = np.resize(self._version, n)
+            self._version[:] = -1
+            self._frag = np.resize(self._frag, n)
+        stale = nodes[self._version[nodes] != state.node_version[nodes]]
+        if stale.size:
+            self._frag[stale] = self.model.frag_amount(
+                cpu_left(state, stale),
+                state.gpu_free_milli[stale],
+                state.gpu_model_id[stale],
+                state.gpu_models,
+            )
+            self._version[stale] = state.node_version[stale]
+        return self._frag[nodes]
+
+
+class FgdScore:
+    name = "FGD"
+
+    def __init__(self, typical: TypicalPods) -> None:
+        self.model = FragmentationModel(typical)
+        self.node_frag = NodeFragCache(self.model)
+        self._cache: dict[PodShape, _ShapeScores] = {}
+        self._state_id = 0
+
+    def _entry(self, state: ClusterState, shape: PodShape) -> _ShapeScores:
+        if state.serial != self._state_id:
+            self._cache.clear()
+            self.node_frag = NodeFragCache(self.model)
+            self._state_id = state.serial
+        n = len(state)
+        entry = self._cache.get(shape)
+        if entry is None or entry.version.size != n:
+            entry = _ShapeScores(np.full(n, -1, np.int64), np.zeros(n, np.int64), np.full(n, -1, np.int64))
+            self._cache[shape] = entry
+        return entry
+
+    def _refresh(self, state: ClusterState, shape: PodShape, nodes: IntArray) -> _ShapeScores:
+        entry = self._entry(state, shape)
+        stale = nodes[entry.version[nodes] != state.node_version[nodes]]
+        if stale.size:
+            before = self.node_frag.frag(state, stale)
+            if shape.gpu_count == 1 and shape.gpu_milli < 1000:
+                score, gpu = self._score_share(state, shape, stale, before)
+            else:
+                score, gpu = self._score_whole(state, shape, stale, before), np.full(stale.size, -1, np.int64)
+            entry.score[stale] = score
+            entry.gpu[stale] = gpu
+            entry.version[stale] = state.node_version[stale]
+        return entry
+
+    def _score_share(
+        self, state: ClusterState, shape: PodShape, nodes: IntArray, before: npt.NDArray[np.float64]
+    ) -> tuple[IntArray, IntArray]:
+        free = state.gpu_free_milli[nodes]  # [B, G]
+        batch, gpus = free.shape
+        # One hypothetical state per (node, GPU): that GPU gives up the share.
+        hypothetical = np.repeat(free[:, None, :], gpus, axis=1)  # [B, G, G]
+        diagonal = np.arange(gpus)
+        hypothetical[:, diagonal, diagonal] -= shape.gpu_milli
+        cpu = np.repeat(cpu_left(state, nodes) - shape.cpu_milli, gpus)
+        models = np.repeat(state.gpu_model_id[nodes], gpus)
+        after = self.model.frag_amount(
+            cpu, hypothetical.reshape(batch * gpus, gpus), models, state.gpu_models
+        )
+        scores = sigmoid_score(np.repeat(before, gpus), after).reshape(batch, gpus)
+        scores = np.where(free >= shape.gpu_milli, scores, -1)
+        best = scores.argmax(axis=1)  # first maximum: the lowest index wins ties
+        return scores[np.arange(batch), best], best
+
+    def _score_whole(
+        self, state: ClusterState, shape: PodShape, nodes: IntArray, before: npt.NDArray[np.float64]
+    ) -> IntArray:
+        free = state.gpu_free_milli[nodes].copy()
+        if shape.gpu_count:
+            # The simulator's NodeResource.Sub: the fullest GPUs with room first (stable).
+            order = np.argsort(free, axis=1, kind="stable")
+            ranked = np.take_along_axis(free, order, axis=1)
+            room = ranked >= shape.gpu_milli
+            taken = room & (np.cumsum(room, axis=1) <= shape.gpu_count)
+            ranked = ranked - np.where(taken, shape.gpu_milli, 0)
+            np.put_along_axis(free, order, ranked, axis=1)
+        after = self.model.frag_amount(
+            cpu_left(state, nodes) - shape.cpu_milli, free, state.gpu_model_id[nodes], state.gpu_models
+        )
+        return sigmoid_score(before, after)
+
+    def score(self, ctx: CycleContext, nodes: IntArray) -> IntArray:
+        return self._refresh(ctx.state, pod_shape(ctx.pod), nodes).score[nodes]
+
+    def select_gpus(self, ctx: CycleContext, node: int) -> tuple[int, ...]:
+        shape = pod_shape(ctx.pod)
+        if shape.gpu_count == 1 and shape.gpu_milli < 1000:
+            entry = self._refresh(ctx.state, shape, np.array([node], np.int64))
+            return (int(entry.gpu[node]),)
+        return exclusive_gpus(ctx, node)

@@ -1,0 +1,96 @@
+"""Run many replays (traces or synthetic workloads, x policies x seeds) in parallel
+processes, reporting progress in pods."""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from scheduler.sim.curves import Curves, curves
+from scheduler.sim.replay import ReplaySpec, replay
+from scheduler.sim.synthetic import SyntheticResult, SyntheticSpec, run_synthetic
+
+# Progress is reported every this many pods, so the queue stays quiet.
+_PROGRESS_EVERY = 250
+
+Spec = TypeVar("Spec")
+Result = TypeVar("Result")
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A trace replay, reduced to its curves."""
+
+    spec: ReplaySpec
+    curves: Curves
+    pods: int
+    pods_failed: int
+    seconds: float
+    issues: tuple[str, ...]
+
+
+def run_trace(spec: ReplaySpec, progress: Progress | None = None) -> RunResult:
+    log = replay(spec, progress)
+    return RunResult(
+        log.spec, curves(log), len(log.scheduled), log.pods_failed, log.seconds, tuple(log.issues)
+    )
+
+
+def run_synthetic_spec(spec: SyntheticSpec, progress: Progress | None = None) -> SyntheticResult:
+    return run_synthetic(spec, progress)
+
+
+class _Progress:
+    """Turns a replay's ``(done, total)`` callbacks into batched pod counts."""
+
+    def __init__(self, emit: Callable[[int], None] | None) -> None:
+        self.emit = emit
+        self.reported = 0
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.emit is not None and (done - self.reported >= _PROGRESS_EVERY or done == total):
+            self.emit(done - self.reported)
+            self.reported = done
+
+
+def _in_worker(runner: Callable[[Spec, Progress], Result], spec: Spec, queue: Any) -> Result:
+    return runner(spec, _Progress(queue.put))
+
+
+def expand(
+    traces: Iterable[str], policies: Iterable[str], seeds: Iterable[int], **options: Any
+) -> list[ReplaySpec]:
+    return [ReplaySpec(t, p, s, **options) for t in traces for p in policies for s in seeds]
+
+
+def run_sweep(
+    specs: Sequence[Spec],
+    runner: Callable[[Spec, Progress], Result],
+    workers: int,
+    on_pods: Callable[[int], None] | None = None,
+) -> list[Result]:
+    """``runner`` over ``specs`` in up to ``workers`` processes; results in spec order.
+    ``runner`` must be a module-level function (it is sent to the workers)."""
+    if workers <= 1 or len(specs) <= 1:
+        return [runner(spec, _Progress(on_pods)) for spec in specs]
+    context = multiprocessing.get_context("spawn")  # no fork of a process that may hold torch threads
+    with context.Manager() as manager, ProcessPoolExecutor(workers, mp_context=context) as pool:
+        queue = manager.Queue()
+        futures: dict[Future[Result], int] = {
+            pool.submit(_in_worker, runner, spec, queue): i for i, spec in enumerate(specs)
+        }
+        ordered: dict[int, Result] = {}
+        pending = set(futures)
+        while pending:
+            finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            while not queue.empty():
+                count = queue.get()
+                if on_pods is not None:
+                    on_pods(count)
+            for future in finished:
+                ordered[futures[future]] = future.result()
+        return [ordered[i] for i in range(len(specs))]

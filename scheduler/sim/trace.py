@@ -1,0 +1,216 @@
+"""The openb trace (Alibaba GPU cluster trace 2023, used by the FGD paper): node and
+pod lists as CSV, turned into the scheduler's ``Node`` and ``Pod``.
+
+A bad row never stops a replay: it is reported (file, line, column, problem) and
+skipped; a pod that names an unknown GPU model or is larger than any node is reported
+and kept, so the replay counts it as a pod that failed to schedule.
+
+Trace pods become ordinary pod specs (``trace_pod_manifest``) with the GPU conventions
+of ``scheduler.resources.gpu``: ``num_gpu`` whole GPUs as ``nvidia.com/gpu``, a share
+(``gpu_milli < 1000``) as ``nvidia.com/gpu: 1`` plus the ``rl-scheduler.io/gpu-milli``
+annotation, ``gpu_spec`` as the ``rl-scheduler.io/gpu-model`` annotation. Parsing that
+manifest gives back the same ``Pod`` (tested), so a trace pod, a simulated pod and a
+real pod are one thing.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from scheduler.errors import SchedulerInputError, TraceError
+from scheduler.objects.node import Node
+from scheduler.objects.node_manifest import node_from_manifest
+from scheduler.objects.pod import Pod
+from scheduler.objects.pod_manifest import pod_from_manifest
+from scheduler.resources.gpu import (
+    GPU_MILLI_ANNOTATION,
+    GPU_MODEL_ANNOTATION,
+    GPU_MODEL_LABEL,
+    GPU_RESOURCE,
+    MAX_GPUS_PER_NODE,
+    MILLI_PER_GPU,
+    format_model_list,
+    parse_model_list,
+)
+
+TRACE_NAMESPACE = "openb"
+# The FGD simulator gives every node room for 1001 pods, so only resources bind.
+TRACE_MAX_PODS = 1001
+NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
+POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
+
+
+@dataclass
+class TraceIssues:
+    """Problems found while loading; the load goes on past each one."""
+
+    messages: list[str] = field(default_factory=list)
+
+    def add(self, error: SchedulerInputError | str) -> None:
+        self.messages.append(str(error))
+
+
+def _rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[str, dict[str, str]]]:
+    """``(where, row)`` per data row; ``where`` is ``file:line`` for messages."""
+    if not path.is_file():
+        raise TraceError(str(path), "path", "no such trace file")
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", newline="") as handle:
+        reader = csv.DictReader(handle)
+        missing = [c for c in required if c not in (reader.fieldnames or ())]
+        if missing:
+            raise TraceError(str(path), "header", f"missing column(s) {', '.join(missing)}")
+        for row in reader:
+            yield f"{path.name.removesuffix('.gz')}:{reader.line_num}", row
+
+
+def _int(where: str, row: dict[str, str], column: str, *, minimum: int = 0) -> int:
+    text = (row.get(column) or "").strip()
+    try:
+        value = int(text)
+    except ValueError:
+        raise TraceError(where, column, f"{text!r} is not an integer") from None
+    if value < minimum:
+        raise TraceError(where, column, f"must be at least {minimum}, got {value}")
+    return value
+
+
+def trace_node_manifest(name: str, cpu_milli: int, memory_mib: int, gpus: int, model: str) -> dict[str, Any]:
+    allocatable = {"cpu": f"{cpu_milli}m", "memory": f"{memory_mib}Mi", "pods": str(TRACE_MAX_PODS)}
+    labels = {"kubernetes.io/hostname": name}
+    if gpus:
+        allocatable[GPU_RESOURCE] = str(gpus)
+    if model:
+        labels[GPU_MODEL_LABEL] = model
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "status": {"allocatable": allocatable, "capacity": dict(allocatable)},
+    }
+
+
+def load_nodes(path: Path, issues: TraceIssues | None = None) -> list[Node]:
+    """Nodes of an openb node list (``sn,cpu_milli,memory_mib,gpu,model``)."""
+    issues = issues if issues is not None else TraceIssues()
+    nodes: list[Node] = []
+    for where, row in _rows(path, NODE_COLUMNS):
+        try:
+            gpus = _int(where, row, "gpu")
+            if gpus > MAX_GPUS_PER_NODE:
+                raise TraceError(
+                    where, "gpu", f"{gpus} GPUs; at most {MAX_GPUS_PER_NODE} per node are supported"
+                )
+            name = (row.get("sn") or "").strip()
+            if not name:
+                raise TraceError(where, "sn", "empty node name")
+            manifest = trace_node_manifest(
+                name,
+                _int(where, row, "cpu_milli"),
+                _int(where, row, "memory_mib"),
+                gpus,
+                (row.get("model") or "").strip(),
+            )
+            nodes.append(node_from_manifest(manifest))
+        except SchedulerInputError as error:
+            issues.add(error)
+    return nodes
+
+
+def trace_pod_manifest(
+    name: str, cpu_milli: int, memory_mib: int, num_gpu: int, gpu_milli: int, gpu_spec: str = ""
+) -> dict[str, Any]:
+    """The pod spec a trace row stands for."""
+    requests = {"cpu": f"{cpu_milli}m", "memory": f"{memory_mib}Mi"}
+    annotations: dict[str, str] = {}
+    if num_gpu:
+        requests[GPU_RESOURCE] = str(num_gpu)
+        if gpu_milli < MILLI_PER_GPU:
+            annotations[GPU_MILLI_ANNOTATION] = str(gpu_milli)
+        models = parse_model_list(gpu_spec)
+        if models:
+            annotations[GPU_MODEL_ANNOTATION] = format_model_list(models)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": TRACE_NAMESPACE, "annotations": annotations},
+        "spec": {
+            "containers": [
+                {
+                    "name": "task",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"requests": requests, "limits": dict(requests)},
+                }
+            ]
+        },
+    }
+
+
+def _pod_row(where: str, row: dict[str, str], issues: TraceIssues) -> Pod:
+    name = (row.get("name") or "").strip()
+    if not name:
+        raise TraceError(where, "name", "empty pod name")
+    num_gpu = _int(where, row, "num_gpu")
+    gpu_milli = _int(where, row, "gpu_milli")
+    if num_gpu and gpu_milli > MILLI_PER_GPU:
+        # The FGD simulator's pod_csv_to_yaml caps the share at one GPU.
+        issues.add(f"{where}: pod {name}: gpu_milli {gpu_milli} over {MILLI_PER_GPU}, capped at one GPU")
+        gpu_milli = MILLI_PER_GPU
+    if num_gpu and gpu_milli == 0:
+        issues.add(f"{where}: pod {name}: num_gpu {num_gpu} with gpu_milli 0; treated as a CPU-only pod")
+        num_gpu = 0
+    if num_gpu > 1 and gpu_milli < MILLI_PER_GPU:
+        raise TraceError(
+            where, "gpu_milli", f"pod {name}: a share ({gpu_milli}) of {num_gpu} GPUs is not supported"
+        )
+    manifest = trace_pod_manifest(
+        name,
+        _int(where, row, "cpu_milli"),
+        _int(where, row, "memory_mib"),
+        num_gpu,
+        gpu_milli,
+        row.get("gpu_spec") or "",
+    )
+    return replace(pod_from_manifest(manifest), uid=f"{TRACE_NAMESPACE}-{name}", source=where)
+
+
+def load_pods(path: Path, issues: TraceIssues | None = None) -> list[Pod]:
+    """Pods of an openb pod list, in file order."""
+    issues = issues if issues is not None else TraceIssues()
+    pods: list[Pod] = []
+    for where, row in _rows(path, POD_COLUMNS):
+        try:
+            pods.append(_pod_row(where, row, issues))
+        except SchedulerInputError as error:
+            issues.add(error)
+    return pods
+
+
+def check_pods_against_nodes(pods: list[Pod], nodes: list[Node], issues: TraceIssues) -> None:
+    """Report pods that no node of the cluster could ever take (they stay in the replay
+    and fail there, as they would in a cluster)."""
+    models = {n.gpu_model for n in nodes if n.gpu_model}
+    largest = {
+        "cpu": max((n.allocatable.get("cpu", 0) for n in nodes), default=0),
+        "memory": max((n.allocatable.get("memory", 0) for n in nodes), default=0),
+    }
+    max_gpus = max((n.gpu_count for n in nodes), default=0)
+    for pod in pods:
+        if pod.gpu.models and not models.intersection(pod.gpu.models):
+            wanted = format_model_list(pod.gpu.models)
+            issues.add(
+                f"{pod.source}: pod {pod.name}: gpu_spec: unknown GPU model(s) {wanted} "
+                f"(the cluster has {', '.join(sorted(models))})"
+            )
+        for resource, biggest in largest.items():
+            if pod.requests.get(resource, 0) > biggest:
+                issues.add(f"{pod.source}: pod {pod.name}: {resource} request larger than any node")
+        if pod.gpu.count > max_gpus:
+            issues.add(
+                f"{pod.source}: pod {pod.name}: num_gpu {pod.gpu.count} more than any node has ({max_gpus})"
+            )
