@@ -82,6 +82,9 @@ def arrival_order(pods: Sequence[Pod], rng: GoRand, tune: float, capacity_milli:
     rng.shuffle(order)  # type: ignore[arg-type]
     total = sum(p.gpu.total_milli for p in by_name)
     target = tune * float(capacity_milli)
+    if total < target and not any(p.gpu.milli_per_gpu for p in by_name):
+        # Clones of CPU-only pods never add GPU demand: there is nothing to inflate.
+        return order
     if total < target:
         clone_index = 0
         while True:

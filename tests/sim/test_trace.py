@@ -1,0 +1,141 @@
+"""Loading openb CSVs: good rows become pods and nodes, bad rows are reported with
+file, line and column, and the load goes on."""
+
+from pathlib import Path
+
+import pytest
+
+from scheduler.objects.pod_manifest import pod_from_manifest
+from scheduler.sim.catalog import node_list_path, pod_list_path
+from scheduler.sim.trace import (
+    TraceIssues,
+    check_pods_against_nodes,
+    load_nodes,
+    load_pods,
+    trace_pod_manifest,
+)
+
+POD_HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_shipped_default_trace_loads_cleanly() -> None:
+    issues = TraceIssues()
+    nodes = load_nodes(node_list_path(), issues)
+    pods = load_pods(pod_list_path("default"), issues)
+    check_pods_against_nodes(pods, nodes, issues)
+    assert (len(nodes), sum(n.gpu_count for n in nodes), len(pods), issues.messages) == (1213, 6212, 8152, [])
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        pytest.param(
+            "p1,abc,1024,0,0,,LS,Running,0,1,0",
+            "pods.csv:2: cpu_milli: 'abc' is not an integer",
+            id="not a number",
+        ),
+        pytest.param(
+            "p1,1000,-5,0,0,,LS,Running,0,1,0",
+            "pods.csv:2: memory_mib: must be at least 0, got -5",
+            id="negative",
+        ),
+        pytest.param(",1000,1024,0,0,,LS,Running,0,1,0", "pods.csv:2: name: empty pod name", id="no name"),
+        pytest.param(
+            "p1,1000,1024,2,500,,LS,Running,0,1,0",
+            "pods.csv:2: gpu_milli: pod p1: a share (500) of 2 GPUs",
+            id="share of several GPUs",
+        ),
+        pytest.param("p1,1000", "pods.csv:2: num_gpu: '' is not an integer", id="short row"),
+    ],
+)
+def test_bad_pod_rows_are_reported_and_skipped(tmp_path: Path, row: str, message: str) -> None:
+    path = write(tmp_path, "pods.csv", POD_HEADER + row + "\np2,1000,1024,1,460,,LS,Running,0,1,0\n")
+    issues = TraceIssues()
+    pods = load_pods(path, issues)
+    assert [p.name for p in pods] == ["p2"]
+    assert len(issues.messages) == 1, issues.messages
+    assert issues.messages[0].startswith(message)
+
+
+def test_unplaceable_pods_are_reported_and_kept(tmp_path: Path) -> None:
+    nodes = load_nodes(
+        write(tmp_path, "nodes.csv", "sn,cpu_milli,memory_mib,gpu,model\nn1,8000,16384,2,T4\n")
+    )
+    pods = load_pods(
+        write(
+            tmp_path,
+            "pods.csv",
+            POD_HEADER
+            + "big,64000,1024,0,0,,LS,Running,0,1,0\n"
+            + "odd,1000,1024,1,500,H100|B200,LS,Running,0,1,0\n"
+            + "many,1000,1024,4,1000,,LS,Running,0,1,0\n",
+        )
+    )
+    issues = TraceIssues()
+    check_pods_against_nodes(pods, nodes, issues)
+    assert [p.name for p in pods] == ["big", "odd", "many"]
+    assert issues.messages == [
+        "pods.csv:2: pod big: cpu request larger than any node",
+        "pods.csv:3: pod odd: gpu_spec: unknown GPU model(s) H100|B200 (the cluster has T4)",
+        "pods.csv:4: pod many: num_gpu 4 more than any node has (2)",
+    ]
+
+
+def test_bad_node_rows(tmp_path: Path) -> None:
+    issues = TraceIssues()
+    nodes = load_nodes(
+        write(
+            tmp_path,
+            "nodes.csv",
+            "sn,cpu_milli,memory_mib,gpu,model\nn1,x,1,0,\nn2,8000,16384,16,G3\nn3,8000,16384,2,G3\n",
+        ),
+        issues,
+    )
+    assert [n.name for n in nodes] == ["n3"]
+    assert issues.messages == [
+        "nodes.csv:2: cpu_milli: 'x' is not an integer",
+        "nodes.csv:3: gpu: 16 GPUs; at most 8 per node are supported",
+    ]
+
+
+def test_missing_columns_and_files_are_clear(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="header: missing column"):
+        load_pods(write(tmp_path, "pods.csv", "name,cpu\np,1\n"))
+    with pytest.raises(ValueError, match="no such trace file"):
+        load_pods(tmp_path / "absent.csv")
+    with pytest.raises(ValueError, match="trace 'nope': name: no such file"):
+        pod_list_path("nope")
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        (12000, 16384, 1, 1000, ""),
+        (6000, 12288, 1, 460, ""),
+        (88000, 327680, 8, 1000, ""),
+        (16000, 32768, 1, 1000, "V100M16|V100M32"),
+        (4000, 15258, 0, 0, ""),
+    ],
+)
+def test_trace_pod_manifest_round_trips(row: tuple[int, int, int, int, str]) -> None:
+    cpu, memory, num_gpu, gpu_milli, spec = row
+    pod = pod_from_manifest(trace_pod_manifest("p", cpu, memory, num_gpu, gpu_milli, spec))
+    assert (
+        pod.cpu_milli,
+        pod.memory,
+        pod.gpu.count,
+        pod.gpu.milli_per_gpu if num_gpu else 0,
+        "|".join(pod.gpu.models),
+    ) == (
+        cpu,
+        memory * 2**20,
+        num_gpu,
+        gpu_milli,
+        spec,
+    )

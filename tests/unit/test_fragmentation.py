@@ -1,0 +1,95 @@
+"""FGD's fragmentation measure on hand-sized nodes."""
+
+import numpy as np
+import pytest
+
+from scheduler.state.fragmentation import FragmentationModel, PodShape, TypicalPods, typical_pods
+
+
+def frag(
+    typical: TypicalPods,
+    cpu_left: int,
+    gpu_left: list[int],
+    model: int = 0,
+    models: tuple[str, ...] = ("T4",),
+) -> float:
+    left = np.zeros((1, 8), np.int64)
+    left[0, : len(gpu_left)] = gpu_left
+    return float(
+        FragmentationModel(typical).frag_amount(np.array([cpu_left]), left, np.array([model]), models)[0]
+    )
+
+
+ONE = PodShape(4000, 500, 1)
+
+
+@pytest.mark.parametrize(
+    ("typical", "cpu_left", "gpu_left", "expected"),
+    [
+        pytest.param(
+            TypicalPods((ONE,), (1.0,)),
+            8000,
+            [1000, 300],
+            300.0,
+            id="fits: only the 300 GPU (< 500) is stranded",
+        ),
+        pytest.param(
+            TypicalPods((ONE,), (1.0,)),
+            2000,
+            [1000, 300],
+            1300.0,
+            id="lacks CPU (2000 < 4000): all idle GPU (1300) is stranded",
+        ),
+        pytest.param(
+            TypicalPods((ONE,), (1.0,)), 8000, [400, 300], 700.0, id="no GPU with 500 free: all idle stranded"
+        ),
+        pytest.param(
+            TypicalPods((PodShape(1000, 0, 0),), (1.0,)),
+            8000,
+            [1000, 1000],
+            2000.0,
+            id="a CPU-only workload can use no GPU: all idle counts",
+        ),
+        pytest.param(
+            TypicalPods((PodShape(1000, 1000, 2),), (1.0,)),
+            8000,
+            [1000, 1000, 1000, 200],
+            200.0,
+            id="2-GPU pods: two free GPUs fit, the 200 left on the fourth is stranded",
+        ),
+        pytest.param(
+            TypicalPods((PodShape(1000, 500, 1, "V100"),), (1.0,)),
+            8000,
+            [1000],
+            1000.0,
+            id="the node's model (T4) is not accepted: all idle counts",
+        ),
+        pytest.param(
+            TypicalPods((ONE, PodShape(1000, 0, 0)), (0.75, 0.25)),
+            8000,
+            [1000, 300],
+            0.75 * 300 + 0.25 * 1300,
+            id="mixture: 0.75*300 + 0.25*1300",
+        ),
+    ],
+)
+def test_frag_amount(typical: TypicalPods, cpu_left: int, gpu_left: list[int], expected: float) -> None:
+    assert frag(typical, cpu_left, gpu_left) == pytest.approx(expected)
+
+
+def test_typical_pods_cover_95_percent_and_renormalise() -> None:
+    shapes = (
+        [PodShape(1, 0, 0)] * 50
+        + [PodShape(2, 0, 0)] * 30
+        + [PodShape(3, 0, 0)] * 15
+        + [PodShape(4, 0, 0)] * 5
+    )
+    typical = typical_pods(shapes)
+    # counts 50, 30, 15 reach 95 of 100; renormalised over 95
+    assert typical.shapes == (PodShape(1, 0, 0), PodShape(2, 0, 0), PodShape(3, 0, 0))
+    assert typical.freq == pytest.approx((50 / 95, 30 / 95, 15 / 95))
+
+
+def test_typical_pods_break_count_ties_by_shape_descending() -> None:
+    typical = typical_pods([PodShape(1, 0, 0), PodShape(2, 0, 0)], popularity_percent=100)
+    assert typical.shapes == (PodShape(2, 0, 0), PodShape(1, 0, 0))
