@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -59,6 +60,8 @@ class ProfileContext:
     typical_pods: TypicalPods | None = None
     # Weights replacing the profile's defaults, by score plugin name.
     weights: Mapping[str, int] = field(default_factory=dict)
+    # A learned policy's checkpoint (a folder with manifest.json); the shipped one if None.
+    checkpoint: Path | None = None
 
 
 ProfileFactory = Callable[[ProfileContext], Profile]
