@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from scheduler import __version__
 from scheduler.errors import SchedulerInputError
+from scheduler.k8s import cli as run_cli
 from scheduler.sim import cli as sim_cli
 
 
@@ -17,6 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"rl-scheduler {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    run_cli.register(commands)
     sim_cli.register(commands)
     return parser
 

@@ -1,0 +1,47 @@
+# The two commands of the README:
+#   make simulate   replays the openb default trace under kube-scheduler's default
+#                   profile and the FGD paper's six policies (10 seeds) and compares them
+#   make test       everything CI checks: lint, types, unit and simulator tests, and the
+#                   tests against a local control plane (built from Go modules on first use)
+# Both set up what they need (a virtualenv in .venv, the binaries in .cache/).
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# Keep pip's and Go's caches in ignored folders, so a machine that keeps them rebuilds nothing.
+export PIP_CACHE_DIR ?= $(CURDIR)/.cache/pip
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: setup simulate test lint typecheck unit cluster-tests binaries clean
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[operator,learn,dev]'
+	touch $@
+
+setup: $(VENV)/.installed
+
+simulate: setup
+	$(BIN)/rl-scheduler simulate --out runs/simulate
+
+binaries:
+	hack/build-binaries.sh
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: setup
+	$(BIN)/mypy
+
+unit: setup
+	$(BIN)/pytest -m "not cluster" -n 2
+
+cluster-tests: setup binaries
+	$(BIN)/pytest -m cluster
+
+test: lint typecheck unit cluster-tests
+
+clean:
+	rm -rf runs .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,169 @@
+"""The only place that talks to the Kubernetes API for writes: binds, events, pod
+status, leases. Calls go through the official client in a thread pool, behind a
+token bucket with the configured QPS and burst (events have a bucket of their own,
+as kube-scheduler's event client does)."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from enum import Enum
+from functools import partial
+from typing import Any, TypeVar
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from scheduler.k8s.ratelimit import TokenBucket
+from scheduler.k8s.settings import ClientSettings
+from scheduler.objects.pod import Pod
+from scheduler.resources.gpu import GPU_INDEX_ANNOTATION
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+# kube-scheduler truncates event notes to the API's limit.
+NOTE_LIMIT = 1024
+
+
+class BindOutcome(Enum):
+    BOUND = "bound"
+    POD_GONE = "pod-gone"  # deleted before we bound it
+    CONFLICT = "conflict"  # already bound, or a new pod with the same name (UID differs)
+    ERROR = "error"  # anything else; worth retrying after a backoff
+
+
+@dataclass(frozen=True)
+class BindResult:
+    outcome: BindOutcome
+    detail: str = ""
+
+
+def now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def truncate_note(message: str) -> str:
+    return message if len(message) <= NOTE_LIMIT else message[: NOTE_LIMIT - 4] + " ..."
+
+
+def load_client_config(settings: ClientSettings) -> client.Configuration:
+    configuration = client.Configuration()
+    if settings.kubeconfig is not None:
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=str(settings.kubeconfig), client_configuration=configuration
+        )
+    else:
+        try:
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        except config.ConfigException:
+            config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    configuration.connection_pool_maxsize = settings.workers
+    return configuration
+
+
+class KubeApi:
+    def __init__(self, settings: ClientSettings, scheduler_name: str, identity: str) -> None:
+        self.scheduler_name = scheduler_name
+        self.identity = identity
+        self.configuration = load_client_config(settings)
+        self.api_client = client.ApiClient(self.configuration)
+        self.core = client.CoreV1Api(self.api_client)
+        self.events = client.EventsV1Api(self.api_client)
+        self.coordination = client.CoordinationV1Api(self.api_client)
+        self.limiter = TokenBucket(settings.qps, settings.burst)
+        self.event_limiter = TokenBucket(settings.qps, settings.burst)
+        self.executor = ThreadPoolExecutor(settings.workers, thread_name_prefix="kube-api")
+
+    async def call(
+        self, function: Callable[..., T], *args: Any, limiter: TokenBucket | None = None, **kwargs: Any
+    ) -> T:
+        await (limiter or self.limiter).acquire()
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.executor, partial(function, *args, **kwargs))
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
+        self.api_client.close()  # type: ignore[no-untyped-call]
+
+    # ---- binding --------------------------------------------------------------
+
+    async def bind(self, pod: Pod, node: str, gpu_indices: tuple[int, ...]) -> BindResult:
+        """POST pods/binding with the pod's UID as precondition. The GPUs chosen go in
+        the Binding's annotations, which the API server copies onto the pod."""
+        annotations = {GPU_INDEX_ANNOTATION: ",".join(map(str, gpu_indices))} if gpu_indices else None
+        body = client.V1Binding(
+            metadata=client.V1ObjectMeta(
+                name=pod.name, namespace=pod.namespace, uid=pod.uid or None, annotations=annotations
+            ),
+            target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),
+        )
+        try:
+            # The client cannot parse the Status a successful bind returns.
+            response: Any = await self.call(
+                self.core.create_namespaced_pod_binding, pod.name, pod.namespace, body, _preload_content=False
+            )
+            response.release_conn()
+            return BindResult(BindOutcome.BOUND)
+        except ApiException as error:
+            detail = _reason(error)
+            if error.status == 404:
+                return BindResult(BindOutcome.POD_GONE, detail)
+            if error.status == 409:
+                return BindResult(BindOutcome.CONFLICT, detail)
+            return BindResult(BindOutcome.ERROR, detail)
+        except Exception as error:  # network trouble: retry after a backoff
+            return BindResult(BindOutcome.ERROR, f"{type(error).__name__}: {error}")
+
+    # ---- reporting ------------------------------------------------------------
+
+    async def post_event(self, pod: Pod, *, type_: str, reason: str, action: str, note: str) -> None:
+        event = client.EventsV1Event(
+            # Named as client-go's recorder names events: <object>.<unix nanoseconds in hex>.
+            metadata=client.V1ObjectMeta(name=f"{pod.name}.{time.time_ns():x}", namespace=pod.namespace),
+            event_time=now(),
+            reporting_controller=self.scheduler_name,
+            reporting_instance=self.identity,
+            action=action,
+            reason=reason,
+            type=type_,
+            note=truncate_note(note),
+            regarding=client.V1ObjectReference(
+                api_version="v1", kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid or None
+            ),
+        )
+        try:
+            await self.call(
+                self.events.create_namespaced_event, pod.namespace, event, limiter=self.event_limiter
+            )
+        except ApiException as error:
+            log.info("event for pod %s not posted: %s", pod.key, _reason(error))
+
+    async def set_pod_scheduled_condition(self, pod: Pod, *, reason: str, message: str) -> None:
+        """``PodScheduled=False`` with ``reason`` (Unschedulable or SchedulerError)."""
+        patch = {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": reason,
+                        "message": message,
+                        "lastTransitionTime": now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    }
+                ]
+            }
+        }
+        try:
+            await self.call(self.core.patch_namespaced_pod_status, pod.name, pod.namespace, patch)
+        except ApiException as error:
+            if error.status != 404:
+                log.info("condition for pod %s not set: %s", pod.key, _reason(error))
+
+
+def _reason(error: ApiException) -> str:
+    return f"{error.status} {error.reason}: {(error.body or '')[:300]!s}"

@@ -1,0 +1,206 @@
+"""The scheduler's in-memory view of the cluster, fed by watch events.
+
+It keeps the core's ``ClusterState`` current, incrementally: a node event touches one
+row, a bound pod is placed once, an assumed pod (bound by us, the bind not yet seen
+in a watch event) is already in the state so the next decision sees it. It never
+lists the API per decision.
+
+Each event handler returns what happened, so the operator can update the queue:
+a pending pod of ours, a pod bound or gone, or a cluster change that may let
+unschedulable pods fit.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from enum import Enum
+from typing import Any
+
+import numpy as np
+
+from scheduler.errors import SchedulerInputError
+from scheduler.objects.node_manifest import node_from_manifest
+from scheduler.objects.pod import Pod
+from scheduler.objects.pod_manifest import pod_from_manifest
+from scheduler.resources.gpu import GPU_INDEX_ANNOTATION, MAX_GPUS_PER_NODE, NO_GPU
+from scheduler.state.cluster_state import ClusterState
+
+log = logging.getLogger(__name__)
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+class PodChange(Enum):
+    IGNORED = "ignored"
+    PENDING = "pending"  # ours, waiting for a node: (re)queue it
+    BOUND = "bound"  # on a node now: leaves the queue
+    GONE = "gone"  # deleted or finished: leaves the queue; its resources are free
+    INVALID = "invalid"  # ours, but its spec cannot be scheduled as written
+
+
+@dataclass(frozen=True)
+class PodEvent:
+    change: PodChange
+    key: str
+    pod: Pod | None = None
+    error: SchedulerInputError | None = None
+    frees_resources: bool = False
+
+
+def pod_key(manifest: Mapping[str, Any]) -> str:
+    metadata = manifest.get("metadata") or {}
+    return f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
+
+
+def gpu_indices_from(manifest: Mapping[str, Any]) -> tuple[int, ...] | None:
+    """GPUs a pod was given at bind time (``rl-scheduler.io/gpu-index``), if recorded."""
+    text = ((manifest.get("metadata") or {}).get("annotations") or {}).get(GPU_INDEX_ANNOTATION)
+    if not text:
+        return None
+    try:
+        indices = tuple(int(part) for part in str(text).split(","))
+    except ValueError:
+        return None
+    if any(not 0 <= i < MAX_GPUS_PER_NODE for i in indices) or len(set(indices)) != len(indices):
+        return None
+    return indices
+
+
+class SchedulerCache:
+    def __init__(self, scheduler_name: str) -> None:
+        self.scheduler_name = scheduler_name
+        self.state = ClusterState()
+        self.namespace_labels: dict[str, dict[str, str]] = {}
+        # Pods we bound (or are binding) whose bound state no watch event has shown yet.
+        self.assumed: set[str] = set()
+        self._node_fingerprints: dict[str, tuple[Any, ...]] = {}
+        # Bound pods whose node we have not seen yet (watch events arrive in any order).
+        self._waiting_for_node: dict[str, dict[str, tuple[Pod, tuple[int, ...] | None]]] = {}
+
+    # ---- nodes ----------------------------------------------------------------
+
+    def on_node(self, event_type: str, manifest: Mapping[str, Any]) -> bool:
+        """Apply a node event; True when the change may let pending pods fit."""
+        name = str((manifest.get("metadata") or {}).get("name"))
+        if event_type == "DELETED":
+            if name in self.state.node_index:
+                orphans = self.state.remove_node(name)
+                for pod in orphans:
+                    self.assumed.discard(pod.key)
+                self._node_fingerprints.pop(name, None)
+            return False
+        spec, status = manifest.get("spec") or {}, manifest.get("status") or {}
+        metadata = manifest.get("metadata") or {}
+        fingerprint = (
+            repr(status.get("allocatable")),
+            repr(metadata.get("labels")),
+            repr(spec.get("taints")),
+            bool(spec.get("unschedulable")),
+        )
+        if self._node_fingerprints.get(name) == fingerprint:
+            return False  # a heartbeat or status change the scheduler does not look at
+        try:
+            node = node_from_manifest(manifest)
+        except SchedulerInputError as error:
+            log.warning("ignoring node %s: %s", name, error)
+            return False
+        self._node_fingerprints[name] = fingerprint
+        self.state.add_node(node)
+        for pod, gpus in self._waiting_for_node.pop(name, {}).values():
+            self._place(pod, name, gpus)
+        return True
+
+    # ---- namespaces -----------------------------------------------------------
+
+    def on_namespace(self, event_type: str, manifest: Mapping[str, Any]) -> None:
+        metadata = manifest.get("metadata") or {}
+        name = str(metadata.get("name"))
+        if event_type == "DELETED":
+            self.namespace_labels.pop(name, None)
+        else:
+            self.namespace_labels[name] = dict(metadata.get("labels") or {})
+
+    # ---- pods -----------------------------------------------------------------
+
+    def on_pod(self, event_type: str, manifest: Mapping[str, Any]) -> PodEvent:
+        key = pod_key(manifest)
+        spec, status = manifest.get("spec") or {}, manifest.get("status") or {}
+        node_name = spec.get("nodeName") or ""
+        if event_type == "DELETED" or status.get("phase") in TERMINAL_PHASES:
+            freed = self._release(key)
+            return PodEvent(PodChange.GONE, key, frees_resources=freed)
+        if node_name:
+            return self._on_bound(key, node_name, manifest)
+        if (spec.get("schedulerName") or "default-scheduler") != self.scheduler_name:
+            return PodEvent(PodChange.IGNORED, key)
+        if (manifest.get("metadata") or {}).get("deletionTimestamp"):
+            return PodEvent(PodChange.GONE, key)
+        try:
+            return PodEvent(PodChange.PENDING, key, pod_from_manifest(manifest))
+        except SchedulerInputError as error:
+            return PodEvent(PodChange.INVALID, key, error=error)
+
+    def _on_bound(self, key: str, node_name: str, manifest: Mapping[str, Any]) -> PodEvent:
+        placement = self.state.placements.get(key)
+        labels = (manifest.get("metadata") or {}).get("labels") or {}
+        if placement is not None and placement.node == node_name:
+            self.assumed.discard(key)
+            if dict(placement.pod.labels) == labels:
+                return PodEvent(PodChange.BOUND, key, placement.pod)
+        try:
+            pod = pod_from_manifest(manifest)
+        except SchedulerInputError as error:
+            # The API server accepted it, so this is a field we are stricter on.
+            log.warning("bound pod %s cannot be accounted: %s", key, error)
+            return PodEvent(PodChange.BOUND, key)
+        known_gpus = placement.gpu_indices if placement is not None and placement.node == node_name else None
+        if placement is not None:
+            self.state.remove(key)
+        self.assumed.discard(key)
+        gpus = known_gpus or gpu_indices_from(manifest)
+        if node_name not in self.state.node_index:
+            self._waiting_for_node.setdefault(node_name, {})[key] = (pod, gpus)
+        else:
+            self._place(pod, node_name, gpus)
+        return PodEvent(PodChange.BOUND, key, pod)
+
+    def _place(self, pod: Pod, node_name: str, gpus: tuple[int, ...] | None) -> None:
+        needed = pod.gpu.count if pod.gpu.milli_per_gpu else 0
+        if gpus is None or len(gpus) != needed:
+            gpus = self._freest_gpus(node_name, needed)
+        if len(gpus) != needed:
+            log.warning("pod %s on %s: node has fewer GPUs than the pod holds", pod.key, node_name)
+            pod, gpus = replace(pod, gpu=NO_GPU), ()
+        self.state.place(pod, node_name, gpus)
+
+    def _freest_gpus(self, node_name: str, needed: int) -> tuple[int, ...]:
+        """GPUs for a pod bound without a record of them (another scheduler, a device
+        plugin): the freest ones."""
+        i = self.state.node_index[node_name]
+        free = self.state.gpu_free_milli[i, : int(self.state.gpu_count[i])]
+        order = np.argsort(-free, kind="stable")
+        return tuple(int(g) for g in order[:needed])
+
+    def _release(self, key: str) -> bool:
+        self.assumed.discard(key)
+        for waiting in self._waiting_for_node.values():
+            waiting.pop(key, None)
+        if key in self.state.placements:
+            self.state.remove(key)
+            return True
+        return False
+
+    # ---- our own decisions ----------------------------------------------------
+
+    def assume(self, pod: Pod, node: str, gpu_indices: tuple[int, ...]) -> None:
+        """Account for a pod we are binding, before the API confirms it."""
+        self.state.place(pod, node, gpu_indices)
+        self.assumed.add(pod.key)
+
+    def forget(self, key: str) -> None:
+        """The bind failed: release what ``assume`` took."""
+        if key in self.assumed:
+            self.assumed.discard(key)
+            if key in self.state.placements:
+                self.state.remove(key)

@@ -1,0 +1,57 @@
+"""``rl-scheduler run``: schedule the pods of a real cluster that opt in with
+``spec.schedulerName``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+from typing import Any
+
+
+def register(commands: Any) -> None:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "run",
+        help="run the scheduler against a Kubernetes cluster",
+        description=__doc__
+        + " Settings come from --config (YAML), then RL_SCHEDULER_* variables, then flags.",
+    )
+    parser.add_argument("--config", type=Path, help="settings file (YAML)")
+    parser.add_argument("--kubeconfig", type=Path, help="kubeconfig; in-cluster credentials when unset")
+    parser.add_argument("--scheduler-name", help="the schedulerName pods use to opt in [rl-scheduler]")
+    parser.add_argument("--profile", help="score profile: gnn, fgd, best-fit, default, ... [gnn]")
+    parser.add_argument("--checkpoint", type=Path, help="learned policy checkpoint or folder of versions")
+    parser.add_argument("--metrics-address", help="host:port for /metrics, /healthz, /readyz [0.0.0.0:10260]")
+    parser.add_argument("--qps", type=float, help="API requests per second [50]")
+    parser.add_argument("--burst", type=int, help="API request burst [100]")
+    parser.add_argument("--no-leader-elect", action="store_true", help="schedule without taking the Lease")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from scheduler.k8s.operator import configure_logging  # noqa: PLC0415 - keeps other commands light
+    from scheduler.k8s.operator import run as run_operator  # noqa: PLC0415
+    from scheduler.k8s.settings import load_settings  # noqa: PLC0415
+
+    client: dict[str, Any] = {}
+    overrides: dict[str, Any] = {
+        "scheduler_name": args.scheduler_name,
+        "profile": args.profile,
+        "checkpoint": args.checkpoint,
+        "metrics_address": args.metrics_address,
+    }
+    settings = load_settings(args.config, **overrides)
+    updates: dict[str, Any] = {}
+    for name in ("qps", "burst", "kubeconfig"):
+        value = getattr(args, name)
+        if value is not None:
+            client[name] = value
+    if client:
+        updates["client"] = settings.client.model_copy(update=client)
+    if args.no_leader_elect:
+        updates["leader_election"] = settings.leader_election.model_copy(update={"enabled": False})
+    if updates:
+        settings = settings.model_copy(update=updates)
+    configure_logging(settings.log_level)
+    asyncio.run(run_operator(settings))
+    return 0

@@ -1,0 +1,153 @@
+"""Leader election on a coordination.k8s.io Lease, as client-go's leaderelection does
+it for kube-scheduler: lease 15 s, renew deadline 10 s, retry every 2 s.
+
+A candidate takes the Lease when it has not seen the holder renew it for a lease
+duration (measured on its own clock, from when it last saw the record change, so
+clock skew between machines does not matter). The leader renews every retry period
+and steps down if it could not renew for the renew deadline. Writes use the Lease's
+resourceVersion, so two candidates can never both win.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from scheduler.k8s.api import KubeApi, now
+from scheduler.k8s.settings import LeaderElectionSettings
+
+log = logging.getLogger(__name__)
+
+
+class LeaderElector:
+    def __init__(
+        self,
+        api: KubeApi,
+        name: str,
+        settings: LeaderElectionSettings,
+        identity: str,
+        clock: Callable[[], float] = time.monotonic,
+        on_change: Callable[[bool], None] | None = None,
+    ) -> None:
+        self.api = api
+        self.name = name
+        self.namespace = settings.namespace
+        self.settings = settings
+        self.identity = identity
+        self.clock = clock
+        self.on_change = on_change
+        self.leading = asyncio.Event()
+        self._observed: tuple[Any, ...] | None = None
+        self._observed_at = 0.0
+        self._last_renew = 0.0
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leading.is_set()
+
+    async def run(self) -> None:
+        while True:
+            try:
+                renewed = await self.try_acquire_or_renew()
+            except Exception as error:  # the API is down: keep trying
+                log.warning("leader election: %s", error)
+                renewed = False
+            now_s = self.clock()
+            if renewed:
+                self._last_renew = now_s
+                if not self.is_leader:
+                    log.info("became leader of lease %s/%s as %s", self.namespace, self.name, self.identity)
+                    self._set(True)
+            elif self.is_leader and now_s - self._last_renew > self.settings.renew_deadline_s:
+                log.warning(
+                    "lost lease %s/%s: not renewed for %.0f s",
+                    self.namespace,
+                    self.name,
+                    now_s - self._last_renew,
+                )
+                self._set(False)
+            await asyncio.sleep(self.settings.retry_period_s)
+
+    def _set(self, leading: bool) -> None:
+        if leading:
+            self.leading.set()
+        else:
+            self.leading.clear()
+        if self.on_change is not None:
+            self.on_change(leading)
+
+    async def try_acquire_or_renew(self) -> bool:
+        coordination = self.api.coordination
+        try:
+            lease = await self.api.call(coordination.read_namespaced_lease, self.name, self.namespace)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+            return await self._create()
+        spec = lease.spec or client.V1LeaseSpec()
+        record = (spec.holder_identity, spec.renew_time, spec.lease_transitions)
+        if record != self._observed:
+            self._observed, self._observed_at = record, self.clock()
+        holder = spec.holder_identity or ""
+        duration = spec.lease_duration_seconds or self.settings.lease_duration_s
+        if holder and holder != self.identity and self.clock() < self._observed_at + duration:
+            return False  # someone else holds a live lease
+        stamp = now()
+        if holder != self.identity:
+            spec.acquire_time = stamp
+            spec.lease_transitions = (spec.lease_transitions or 0) + (1 if holder else 0)
+        spec.holder_identity = self.identity
+        spec.lease_duration_seconds = int(self.settings.lease_duration_s)
+        spec.renew_time = stamp
+        lease.spec = spec
+        try:
+            await self.api.call(coordination.replace_namespaced_lease, self.name, self.namespace, lease)
+        except ApiException as error:
+            if error.status == 409:  # someone else wrote it first
+                return False
+            raise
+        return True
+
+    async def _create(self) -> bool:
+        stamp = now()
+        lease = client.V1Lease(
+            metadata=client.V1ObjectMeta(name=self.name, namespace=self.namespace),
+            spec=client.V1LeaseSpec(
+                holder_identity=self.identity,
+                lease_duration_seconds=int(self.settings.lease_duration_s),
+                acquire_time=stamp,
+                renew_time=stamp,
+                lease_transitions=0,
+            ),
+        )
+        try:
+            await self.api.call(self.api.coordination.create_namespaced_lease, self.namespace, lease)
+        except ApiException as error:
+            if error.status == 409:
+                return False
+            raise
+        return True
+
+    async def release(self) -> None:
+        """Give the Lease up on a clean shutdown, so another replica takes over at once."""
+        if not self.is_leader:
+            return
+        self._set(False)
+        try:
+            lease = await self.api.call(
+                self.api.coordination.read_namespaced_lease, self.name, self.namespace
+            )
+            if lease.spec and lease.spec.holder_identity == self.identity:
+                lease.spec.holder_identity = None
+                lease.spec.lease_duration_seconds = 1
+                await self.api.call(
+                    self.api.coordination.replace_namespaced_lease, self.name, self.namespace, lease
+                )
+        except Exception as error:
+            log.info("could not release lease %s/%s: %s", self.namespace, self.name, error)

@@ -1,0 +1,149 @@
+"""Prometheus metrics: kube-scheduler's names, types, labels and buckets (so its
+dashboards work with ``profile="rl-scheduler"``), and ``rl_scheduler_*`` for what is
+ours. Each Metrics object has its own registry, so tests can run several."""
+
+# ruff: noqa: E501 - help strings are kube-scheduler's, word for word
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+
+# kube-scheduler exposes no *_created series; neither do we.
+disable_created_metrics()  # type: ignore[no-untyped-call]
+
+
+def exponential_buckets(start: float, factor: float, count: int) -> list[float]:
+    """client_golang's ExponentialBuckets."""
+    return [start * factor**i for i in range(count)]
+
+
+def attempts_label(attempts: int) -> str:
+    """kube-scheduler caps the SLI's ``attempts`` label at ``15+``."""
+    return str(attempts) if attempts < 15 else "15+"
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.schedule_attempts = Counter(
+            "scheduler_schedule_attempts_total",
+            "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could not be "
+            "scheduled, while 'error' means an internal scheduler problem.",
+            ["result", "profile"],
+            registry=r,
+        )
+        self.attempt_duration = Histogram(
+            "scheduler_scheduling_attempt_duration_seconds",
+            "Scheduling attempt latency in seconds (scheduling algorithm + binding)",
+            ["result", "profile"],
+            buckets=exponential_buckets(0.001, 2, 15),
+            registry=r,
+        )
+        self.algorithm_duration = Histogram(
+            "scheduler_scheduling_algorithm_duration_seconds",
+            "Scheduling algorithm latency in seconds",
+            buckets=exponential_buckets(0.001, 2, 15),
+            registry=r,
+        )
+        self.pending_pods = Gauge(
+            "scheduler_pending_pods",
+            "Number of pending pods, by the queue type. 'active' means number of pods in activeQ; 'backoff' "
+            "means number of pods in backoffQ; 'unschedulable' means number of pods in unschedulablePods that "
+            "the scheduler attempted to schedule and failed; 'gated' is the number of unschedulable pods that "
+            "the scheduler never attempted to schedule because they are gated.",
+            ["queue"],
+            registry=r,
+        )
+        self.sli_duration = Histogram(
+            "scheduler_pod_scheduling_sli_duration_seconds",
+            "E2e latency for a pod being scheduled, from the time the pod enters the scheduling queue and might "
+            "involve multiple scheduling attempts.",
+            ["attempts"],
+            buckets=exponential_buckets(0.01, 2, 20),
+            registry=r,
+        )
+        self.pod_attempts = Histogram(
+            "scheduler_pod_scheduling_attempts",
+            "Number of attempts to successfully schedule a pod.",
+            buckets=exponential_buckets(1, 2, 5),
+            registry=r,
+        )
+        self.extension_point_duration = Histogram(
+            "scheduler_framework_extension_point_duration_seconds",
+            "Latency for running all plugins of a specific extension point.",
+            ["extension_point", "status", "profile"],
+            buckets=exponential_buckets(0.0001, 2, 12),
+            registry=r,
+        )
+        self.incoming_pods = Counter(
+            "scheduler_queue_incoming_pods_total",
+            "Number of pods added to scheduling queues by event and queue type.",
+            ["queue", "event"],
+            registry=r,
+        )
+        self.unschedulable_pods = Gauge(
+            "scheduler_unschedulable_pods",
+            "The number of unschedulable pods broken down by plugin name. A pod will increment the gauge for "
+            "all plugins that caused it to not schedule and so this metric have meaning only when broken down "
+            "by plugin.",
+            ["plugin", "profile"],
+            registry=r,
+        )
+        # ---- ours ----
+        self.policy_info = Gauge(
+            "rl_scheduler_policy_info",
+            "The score policy in use (1 for the active one): its profile, checkpoint version and source.",
+            ["profile", "version", "source"],
+            registry=r,
+        )
+        self.policy_version = Gauge(
+            "rl_scheduler_policy_version",
+            "Numeric version of the learned policy in use (0 while the heuristic fallback schedules).",
+            registry=r,
+        )
+        self.policy_inference = Histogram(
+            "rl_scheduler_policy_inference_duration_seconds",
+            "Time the score policy takes to score the feasible nodes for one pod.",
+            ["profile"],
+            buckets=exponential_buckets(0.0001, 2, 14),
+            registry=r,
+        )
+        self.decisions = Counter(
+            "rl_scheduler_decisions_total",
+            "Placement decisions by who made them: the learned policy or the heuristic fallback.",
+            ["source"],
+            registry=r,
+        )
+        self.policy_load_failures = Counter(
+            "rl_scheduler_policy_load_failures_total",
+            "Policy checkpoints that could not be loaded (the heuristic fallback schedules meanwhile).",
+            ["reason"],
+            registry=r,
+        )
+        self.cluster_allocation = Gauge(
+            "rl_scheduler_cluster_allocation_ratio",
+            "Requested over allocatable, summed over nodes, per resource (cpu, memory, gpu).",
+            ["resource"],
+            registry=r,
+        )
+        self.gpu_fragmentation = Gauge(
+            "rl_scheduler_cluster_gpu_fragmentation_ratio",
+            "Share of idle GPU capacity that the typical pods cannot use (FGD's fragmentation rate).",
+            registry=r,
+        )
+        self.bind_failures = Counter(
+            "rl_scheduler_bind_failures_total",
+            "Binds the API refused, by outcome (pod-gone, conflict, error).",
+            ["outcome"],
+            registry=r,
+        )
+        self.invalid_pods = Counter(
+            "rl_scheduler_invalid_pods_total",
+            "Pods that opted in but whose spec cannot be scheduled as written (reported and skipped).",
+            registry=r,
+        )
+        self.is_leader = Gauge(
+            "rl_scheduler_leader",
+            "1 while this replica holds the scheduler's Lease and binds pods.",
+            registry=r,
+        )

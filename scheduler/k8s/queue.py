@@ -1,0 +1,201 @@
+"""The scheduling queue, with kube-scheduler's three pools.
+
+- active: pods ready to be tried, highest priority first, then first come;
+- backoff: pods that failed recently and wait ``1 s * 2**(attempts-1)``, at most 10 s;
+- unschedulable: pods no node could take; they move back when the cluster changes
+  in a way that could help (a node added or changed, a pod deleted) and at the latest
+  after 5 minutes.
+
+Pods with scheduling gates wait aside ("gated") until the gates are removed. Pure
+logic with an injected clock: the operator drives it from watch events and its loop.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from scheduler.objects.pod import Pod
+
+INITIAL_BACKOFF_S = 1.0
+MAX_BACKOFF_S = 10.0
+MAX_UNSCHEDULABLE_S = 300.0
+
+
+class QueueName(StrEnum):
+    ACTIVE = "active"
+    BACKOFF = "backoff"
+    UNSCHEDULABLE = "unschedulable"
+    GATED = "gated"
+
+
+@dataclass
+class QueuedPod:
+    pod: Pod
+    # When the pod first entered the queue (for the scheduling SLI).
+    first_seen: float
+    attempts: int = 0
+    # When it last failed, and why (plugin names), for requeue decisions and metrics.
+    failed_at: float = 0.0
+    rejected_by: frozenset[str] = frozenset()
+    where: QueueName = QueueName.ACTIVE
+    sequence: int = 0
+    # The queue's move cycle when the pod was handed out (see SchedulingQueue).
+    move_cycle: int = 0
+
+    def backoff_s(self) -> float:
+        if self.attempts <= 0:
+            return 0.0
+        return float(min(MAX_BACKOFF_S, INITIAL_BACKOFF_S * 2.0 ** (self.attempts - 1)))
+
+    def backoff_until(self) -> float:
+        return self.failed_at + self.backoff_s()
+
+
+@dataclass
+class SchedulingQueue:
+    clock: Callable[[], float] = time.monotonic
+    _pods: dict[str, QueuedPod] = field(default_factory=dict)
+    _active: list[tuple[int, int, str]] = field(default_factory=list)
+    _backoff: list[tuple[float, int, str]] = field(default_factory=list)
+    _counter: Iterator[int] = field(default_factory=itertools.count)
+    # Pods handed out by pop() and not yet done (scheduled, failed or forgotten).
+    _in_flight: dict[str, QueuedPod] = field(default_factory=dict)
+    # Bumped when the cluster changes, so a pod that failed during such a change
+    # is retried instead of parked (kube's moveRequestCycle).
+    _move_cycle: int = 0
+
+    # ---- adding and removing --------------------------------------------------
+
+    def add(self, pod: Pod) -> QueueName:
+        """A new pending pod, or a new version of one already queued."""
+        known = self._pods.get(pod.key) or self._in_flight.get(pod.key)
+        if known is not None:
+            known.pod = pod
+            if known.where is QueueName.GATED and not pod.scheduling_gates:
+                self._activate(known)
+            return known.where
+        entry = QueuedPod(pod, self.clock(), sequence=next(self._counter))
+        self._pods[pod.key] = entry
+        if pod.scheduling_gates:
+            entry.where = QueueName.GATED
+        else:
+            self._activate(entry)
+        return entry.where
+
+    def forget(self, key: str) -> bool:
+        """The pod was deleted or bound elsewhere: drop it wherever it is."""
+        entry = self._pods.pop(key, None)
+        in_flight = self._in_flight.pop(key, None)
+        return entry is not None or in_flight is not None
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._pods or key in self._in_flight
+
+    # ---- scheduling loop ------------------------------------------------------
+
+    def pop(self) -> QueuedPod | None:
+        """The next pod to try, or None when none is ready."""
+        self.flush()
+        while self._active:
+            _, sequence, key = heapq.heappop(self._active)
+            entry = self._pods.get(key)
+            if entry is None or entry.where is not QueueName.ACTIVE or entry.sequence != sequence:
+                continue  # stale heap entry
+            del self._pods[key]
+            entry.attempts += 1
+            self._in_flight[key] = entry
+            entry.move_cycle = self._move_cycle
+            return entry
+        return None
+
+    def done(self, key: str) -> QueuedPod | None:
+        """The pod was bound: it leaves the queue for good."""
+        return self._in_flight.pop(key, None)
+
+    def failed(self, key: str, rejected_by: frozenset[str], *, unschedulable: bool) -> QueueName | None:
+        """A failed attempt: unschedulable pods wait for a cluster change (or, if the
+        cluster changed while they were tried, back off); errors back off."""
+        entry = self._in_flight.pop(key, None)
+        if entry is None:
+            return None  # deleted meanwhile
+        entry.failed_at = self.clock()
+        entry.rejected_by = rejected_by
+        changed_meanwhile = entry.move_cycle != self._move_cycle
+        if unschedulable and not changed_meanwhile:
+            entry.where = QueueName.UNSCHEDULABLE
+        else:
+            self._to_backoff(entry)
+        self._pods[key] = entry
+        return entry.where
+
+    # ---- cluster events -------------------------------------------------------
+
+    def move_all_to_active_or_backoff(self) -> int:
+        """Something in the cluster changed that may help unschedulable pods."""
+        self._move_cycle += 1
+        moved = 0
+        for entry in self._pods.values():
+            if entry.where is QueueName.UNSCHEDULABLE:
+                self._to_backoff(entry)
+                moved += 1
+        return moved
+
+    def flush(self) -> None:
+        """Backoff pods whose time is up go active; pods unschedulable for 5 minutes
+        go back to backoff/active."""
+        now = self.clock()
+        while self._backoff and self._backoff[0][0] <= now:
+            _, sequence, key = heapq.heappop(self._backoff)
+            entry = self._pods.get(key)
+            if entry is not None and entry.where is QueueName.BACKOFF and entry.sequence == sequence:
+                self._activate(entry)
+        for entry in list(self._pods.values()):
+            if entry.where is QueueName.UNSCHEDULABLE and now - entry.failed_at >= MAX_UNSCHEDULABLE_S:
+                self._to_backoff(entry)
+
+    def next_ready_in(self) -> float | None:
+        """Seconds until a backoff pod becomes active (None if none waits)."""
+        if self._active:
+            return 0.0
+        while self._backoff:
+            until, sequence, key = self._backoff[0]
+            entry = self._pods.get(key)
+            if entry is not None and entry.where is QueueName.BACKOFF and entry.sequence == sequence:
+                return max(0.0, until - self.clock())
+            heapq.heappop(self._backoff)
+        return None
+
+    # ---- internals ------------------------------------------------------------
+
+    def _activate(self, entry: QueuedPod) -> None:
+        entry.where = QueueName.ACTIVE
+        entry.sequence = next(self._counter)
+        heapq.heappush(self._active, (-entry.pod.priority, entry.sequence, entry.pod.key))
+
+    def _to_backoff(self, entry: QueuedPod) -> None:
+        until = entry.backoff_until()
+        if until <= self.clock():
+            self._activate(entry)
+            return
+        entry.where = QueueName.BACKOFF
+        entry.sequence = next(self._counter)
+        heapq.heappush(self._backoff, (until, entry.sequence, entry.pod.key))
+
+    def sizes(self) -> dict[QueueName, int]:
+        counts = dict.fromkeys(QueueName, 0)
+        for entry in self._pods.values():
+            counts[entry.where] += 1
+        return counts
+
+    def unschedulable_by_plugin(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for entry in self._pods.values():
+            if entry.where is QueueName.UNSCHEDULABLE:
+                for plugin in entry.rejected_by:
+                    counts[plugin] = counts.get(plugin, 0) + 1
+        return counts

@@ -1,0 +1,217 @@
+"""The scheduler at run time: watch events in, decisions and binds out.
+
+Per pod (``schedule_one``): filter and score with the active profile on the cached
+``ClusterState``, assume the placement in the cache, bind in the background through
+the ``pods/binding`` subresource (with the pod's UID), and forget the assumption if
+the bind fails. Only the leader takes pods off the queue; every replica keeps its
+cache warm from the watches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from scheduler.framework.profile import Decision, schedule_pod
+from scheduler.framework.status import Code
+from scheduler.k8s.api import BindOutcome, KubeApi
+from scheduler.k8s.cache import PodChange, SchedulerCache
+from scheduler.k8s.metrics import Metrics, attempts_label
+from scheduler.k8s.policy import PolicyManager
+from scheduler.k8s.queue import QueuedPod, QueueName, SchedulingQueue
+from scheduler.k8s.reporting import SCHEDULER_ERROR, Reporter
+from scheduler.k8s.settings import Settings
+from scheduler.objects.pod import Pod
+from scheduler.state.cluster_state import CPU_COLUMN, MEMORY_COLUMN
+from scheduler.state.fragmentation import FragmentationModel
+
+log = logging.getLogger(__name__)
+# How often gauges (queue sizes, cluster allocation) are refreshed.
+GAUGE_PERIOD_S = 5.0
+
+
+class SchedulerRuntime:
+    def __init__(self, settings: Settings, api: KubeApi, metrics: Metrics, policy: PolicyManager) -> None:
+        self.settings = settings
+        self.api = api
+        self.metrics = metrics
+        self.policy = policy
+        self.cache = SchedulerCache(settings.scheduler_name)
+        self.queue = SchedulingQueue()
+        self.reporter = Reporter(api)
+        self.profile_label = settings.scheduler_name
+        self.leading = asyncio.Event()
+        self.synced = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._binds: set[asyncio.Task[None]] = set()
+
+    # ---- watch events ---------------------------------------------------------
+
+    def on_node_event(self, event_type: str, manifest: Mapping[str, Any]) -> None:
+        if self.cache.on_node(event_type, manifest):
+            self._cluster_changed("NodeAdd" if event_type == "ADDED" else "NodeUpdate")
+
+    def on_namespace_event(self, event_type: str, manifest: Mapping[str, Any]) -> None:
+        self.cache.on_namespace(event_type, manifest)
+
+    def on_pod_event(self, event_type: str, manifest: Mapping[str, Any]) -> None:
+        event = self.cache.on_pod(event_type, manifest)
+        if event.change is PodChange.PENDING and event.pod is not None:
+            known = event.key in self.queue
+            where = self.queue.add(event.pod)
+            if not known:
+                self.metrics.incoming_pods.labels(where.value, "PodAdd").inc()
+                self.policy.on_arrival(event.pod)
+            self._wake.set()
+        elif event.change is PodChange.INVALID and event.error is not None:
+            self._report_invalid(event.key, manifest, str(event.error))
+        elif event.change in (PodChange.BOUND, PodChange.GONE):
+            if self.queue.forget(event.key):
+                self.reporter.forget(event.key)
+            if event.frees_resources:
+                self._cluster_changed("AssignedPodDelete")
+
+    def _cluster_changed(self, event: str) -> None:
+        moved = self.queue.move_all_to_active_or_backoff()
+        if moved:
+            self.metrics.incoming_pods.labels(QueueName.BACKOFF.value, event).inc(moved)
+            self._wake.set()
+
+    def _report_invalid(self, key: str, manifest: Mapping[str, Any], message: str) -> None:
+        """A pod we cannot even parse: report once per message, never queue it."""
+        metadata = manifest.get("metadata") or {}
+        namespace = str(metadata.get("namespace") or "default")
+        stub = Pod(name=str(metadata.get("name")), namespace=namespace, uid=str(metadata.get("uid") or ""))
+        self.metrics.invalid_pods.inc()
+        log.warning("pod %s cannot be scheduled as written: %s", key, message)
+        self._spawn(self.reporter.failed(stub, message, reason="Unschedulable"))
+
+    # ---- the loop -------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Take pods off the queue while leading; never returns."""
+        while True:
+            if not self.leading.is_set():
+                await self.leading.wait()
+            entry = self.queue.pop()
+            if entry is None:
+                self._wake.clear()
+                timeout = self.queue.next_ready_in()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(
+                        self._wake.wait(), timeout=1.0 if timeout is None else min(timeout, 1.0)
+                    )
+                continue
+            self.schedule_one(entry)
+            await asyncio.sleep(0)  # let watch events and binds in between decisions
+
+    def schedule_one(self, entry: QueuedPod) -> None:
+        pod = entry.pod
+        started = time.perf_counter()
+        active = self.policy.active
+        decision = schedule_pod(
+            self.cache.state, pod, active.profile, self.policy.rng, self.cache.namespace_labels
+        )
+        self._observe_cycle(decision, started)
+        if decision.scheduled:
+            self.metrics.decisions.labels(active.source).inc()
+            self.cache.assume(pod, decision.node, decision.gpu_indices)
+            self._spawn(self._bind(entry, decision, started))
+            return
+        unschedulable = decision.status.code != Code.ERROR
+        result = "unschedulable" if unschedulable else "error"
+        self.metrics.schedule_attempts.labels(result, self.profile_label).inc()
+        self.metrics.attempt_duration.labels(result, self.profile_label).observe(
+            time.perf_counter() - started
+        )
+        rejected_by = (
+            frozenset(decision.reason_counts) if decision.reason_counts else frozenset({"PreFilter"})
+        )
+        self.queue.failed(pod.key, rejected_by, unschedulable=unschedulable)
+        reason = "Unschedulable" if unschedulable else SCHEDULER_ERROR
+        self._spawn(self.reporter.failed(pod, decision.message, reason=reason))
+
+    async def _bind(self, entry: QueuedPod, decision: Decision, started: float) -> None:
+        pod = entry.pod
+        result = await self.api.bind(pod, decision.node, decision.gpu_indices)
+        if result.outcome is BindOutcome.BOUND:
+            self.queue.done(pod.key)
+            elapsed = time.perf_counter() - started
+            self.metrics.schedule_attempts.labels("scheduled", self.profile_label).inc()
+            self.metrics.attempt_duration.labels("scheduled", self.profile_label).observe(elapsed)
+            self.metrics.pod_attempts.observe(entry.attempts)
+            self.metrics.sli_duration.labels(attempts_label(entry.attempts)).observe(
+                time.monotonic() - entry.first_seen
+            )
+            await self.reporter.scheduled(pod, decision.node)
+            return
+        self.cache.forget(pod.key)
+        self.metrics.bind_failures.labels(result.outcome.value).inc()
+        if result.outcome in (BindOutcome.POD_GONE, BindOutcome.CONFLICT):
+            # Deleted, or bound by someone else: the watch will tell the rest.
+            log.info("bind of %s to %s dropped: %s", pod.key, decision.node, result.detail)
+            self.queue.forget(pod.key)
+            return
+        log.warning("bind of %s to %s failed: %s", pod.key, decision.node, result.detail)
+        self.metrics.schedule_attempts.labels("error", self.profile_label).inc()
+        self.queue.failed(pod.key, frozenset({"DefaultBinder"}), unschedulable=False)
+        self._wake.set()
+        await self.reporter.failed(pod, f"binding rejected: {result.detail}", reason=SCHEDULER_ERROR)
+
+    def _observe_cycle(self, decision: Decision, started: float) -> None:
+        elapsed = time.perf_counter() - started
+        self.metrics.algorithm_duration.observe(elapsed)
+        status = "Success" if decision.scheduled else "Unschedulable"
+        for point, seconds in decision.timings.items():
+            point_status = status if point == "Filter" else "Success"
+            self.metrics.extension_point_duration.labels(point, point_status, self.profile_label).observe(
+                seconds
+            )
+        if "Score" in decision.timings:
+            self.metrics.policy_inference.labels(self.policy.active.profile.name).observe(
+                decision.timings["Score"]
+            )
+
+    def _spawn(self, coroutine: Any) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._binds.add(task)
+        task.add_done_callback(self._binds.discard)
+
+    # ---- gauges ---------------------------------------------------------------
+
+    async def refresh_gauges(self) -> None:
+        model = None
+        while True:
+            sizes = self.queue.sizes()
+            for queue_name, size in sizes.items():
+                self.metrics.pending_pods.labels(queue_name.value).set(size)
+            self.metrics.unschedulable_pods.clear()
+            for plugin, count in self.queue.unschedulable_by_plugin().items():
+                self.metrics.unschedulable_pods.labels(plugin, self.profile_label).set(count)
+            state = self.cache.state
+            if len(state):
+                for name, column in (("cpu", CPU_COLUMN), ("memory", MEMORY_COLUMN)):
+                    allocatable = state.allocatable[:, column].sum()
+                    if allocatable:
+                        self.metrics.cluster_allocation.labels(name).set(
+                            state.requested[:, column].sum() / allocatable
+                        )
+                gpu_total = int(state.gpu_count.sum()) * 1000
+                if gpu_total:
+                    allocated = state.allocated_gpu_milli()
+                    self.metrics.cluster_allocation.labels("gpu").set(allocated / gpu_total)
+                    if model is None or model.typical is not self.policy.workload.current:
+                        model = FragmentationModel(self.policy.workload.current)
+                    idle = gpu_total - allocated
+                    frag = model.frag_amount(
+                        state.allocatable[:, CPU_COLUMN] - state.requested[:, CPU_COLUMN],
+                        state.gpu_free_milli,
+                        state.gpu_model_id,
+                        state.gpu_models,
+                    ).sum()
+                    self.metrics.gpu_fragmentation.set(frag / idle if idle else 0.0)
+            await asyncio.sleep(GAUGE_PERIOD_S)

@@ -1,0 +1,97 @@
+"""The scheduler cache fed with watch events (manifests as the API sends them)."""
+
+from typing import Any
+
+from scheduler.k8s.cache import PodChange, SchedulerCache
+from tests.builders import make_pod, node_manifest, pod_manifest
+
+
+def ours(name: str, **kwargs: Any) -> dict[str, Any]:
+    return pod_manifest(name, **kwargs)  # builders opt pods in to rl-scheduler
+
+
+def bound(name: str, node: str, **kwargs: Any) -> dict[str, Any]:
+    manifest = pod_manifest(name, **kwargs)
+    manifest["spec"]["nodeName"] = node
+    manifest["spec"]["schedulerName"] = "default-scheduler"
+    return manifest
+
+
+def cache_with_nodes(*names: str, **kwargs: Any) -> SchedulerCache:
+    cache = SchedulerCache("rl-scheduler")
+    for name in names:
+        cache.on_node("ADDED", node_manifest(name, **kwargs))
+    return cache
+
+
+def test_pending_pods_of_ours_are_queued_others_ignored() -> None:
+    cache = cache_with_nodes("n1")
+    assert cache.on_pod("ADDED", ours("mine")).change is PodChange.PENDING
+    theirs = pod_manifest("theirs")
+    theirs["spec"]["schedulerName"] = "default-scheduler"
+    assert cache.on_pod("ADDED", theirs).change is PodChange.IGNORED
+
+
+def test_bound_pods_of_any_scheduler_take_resources_once() -> None:
+    cache = cache_with_nodes("n1", cpu="4")
+    for _ in range(3):  # ADDED, then status updates
+        assert cache.on_pod("MODIFIED", bound("b", "n1", cpu="1")).change is PodChange.BOUND
+    assert cache.state.requested[0, 0] == 1000
+    event = cache.on_pod("MODIFIED", {**bound("b", "n1", cpu="1"), "status": {"phase": "Succeeded"}})
+    assert (event.change, event.frees_resources) == (PodChange.GONE, True)
+    assert cache.state.requested[0, 0] == 0
+
+
+def test_pods_bound_before_their_node_is_known_count_once_it_arrives() -> None:
+    cache = SchedulerCache("rl-scheduler")
+    cache.on_pod("ADDED", bound("early", "late-node", cpu="2"))
+    assert not cache.state.placements
+    cache.on_node("ADDED", node_manifest("late-node"))
+    assert list(cache.state.placements) == ["default/early"]
+
+
+def test_assumed_pods_are_confirmed_by_the_watch_or_forgotten() -> None:
+    cache = cache_with_nodes("n1", "n2", gpus=2, model="T4")
+    pod = make_pod("p", cpu="1", gpus=1, gpu_milli=500)
+    cache.assume(pod, "n1", (1,))
+    assert cache.state.gpu_free_milli[0, 1] == 500
+    manifest = ours("p", cpu="1", gpus=1, gpu_milli=500)
+    manifest["spec"]["nodeName"] = "n1"
+    manifest["metadata"]["annotations"]["rl-scheduler.io/gpu-index"] = "1"
+    assert cache.on_pod("MODIFIED", manifest).change is PodChange.BOUND
+    assert not cache.assumed
+    assert cache.state.gpu_free_milli[0].tolist()[:2] == [1000, 500]
+    other = make_pod("q", cpu="1")
+    cache.assume(other, "n2", ())
+    cache.forget(other.key)
+    assert "default/q" not in cache.state.placements
+
+
+def test_gpus_of_pods_bound_elsewhere_come_from_the_annotation_or_the_freest() -> None:
+    cache = cache_with_nodes("n1", gpus=4, model="T4")
+    annotated = bound("a", "n1", gpus=1, gpu_milli=300)
+    annotated["metadata"]["annotations"]["rl-scheduler.io/gpu-index"] = "2"
+    cache.on_pod("ADDED", annotated)
+    cache.on_pod("ADDED", bound("b", "n1", gpus=2))
+    assert cache.state.gpu_free_milli[0, :4].tolist() == [0, 0, 700, 1000]
+
+
+def test_heartbeats_do_not_count_as_cluster_changes() -> None:
+    cache = cache_with_nodes("n1")
+    heartbeat = node_manifest("n1")
+    heartbeat["status"]["conditions"] = [{"type": "Ready", "status": "True", "lastHeartbeatTime": "now"}]
+    assert cache.on_node("MODIFIED", heartbeat) is False
+    assert cache.on_node("MODIFIED", node_manifest("n1", cpu="8")) is True
+    assert cache.on_node("DELETED", node_manifest("n1")) is False
+    assert len(cache.state) == 0
+
+
+def test_bad_pods_of_ours_are_reported_not_queued() -> None:
+    cache = cache_with_nodes("n1")
+    manifest = ours("bad", gpus=1)
+    manifest["metadata"]["annotations"]["rl-scheduler.io/gpu-milli"] = "lots"
+    event = cache.on_pod("ADDED", manifest)
+    assert event.change is PodChange.INVALID
+    assert "pod default/bad: metadata.annotations.rl-scheduler.io/gpu-milli: 'lots' is not an integer" in str(
+        event.error
+    )

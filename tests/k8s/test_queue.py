@@ -1,0 +1,133 @@
+"""The scheduling queue: priority then arrival, backoff 1 s doubling to 10 s,
+unschedulable pods back on a cluster change or after 5 minutes, gated pods aside."""
+
+from dataclasses import dataclass
+
+import pytest
+
+from scheduler.k8s.queue import QueueName, SchedulingQueue
+from scheduler.objects.pod_manifest import pod_from_manifest
+from tests.builders import make_pod, pod_manifest
+
+
+@dataclass
+class Clock:
+    now: float = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def queue() -> tuple[SchedulingQueue, Clock]:
+    clock = Clock()
+    return SchedulingQueue(clock=clock), clock
+
+
+def keys(q: SchedulingQueue) -> list[str]:
+    out = []
+    while (entry := q.pop()) is not None:
+        out.append(entry.pod.name)
+    return out
+
+
+def test_priority_then_arrival() -> None:
+    q, _ = queue()
+    for name, priority in (("a", 0), ("b", 10), ("c", 0), ("d", 10)):
+        q.add(make_pod(name, priority=priority))
+    assert keys(q) == ["b", "d", "a", "c"]
+
+
+@pytest.mark.parametrize(
+    ("failures", "backoff"),
+    [(1, 1.0), (2, 2.0), (3, 4.0), (4, 8.0), (5, 10.0), (9, 10.0)],
+    ids=str,
+)
+def test_backoff_doubles_from_1s_to_10s(failures: int, backoff: float) -> None:
+    q, clock = queue()
+    q.add(make_pod("p"))
+    for _ in range(failures):
+        entry = q.pop()
+        assert entry is not None
+        q.failed(entry.pod.key, frozenset({"X"}), unschedulable=False)
+        clock.now += 100  # let it come back
+    clock.now -= 100
+    assert q.pop() is None
+    clock.now += backoff - 0.01
+    assert q.pop() is None
+    clock.now += 0.02
+    assert q.pop() is not None
+
+
+def test_unschedulable_pods_wait_for_a_cluster_change() -> None:
+    q, clock = queue()
+    q.add(make_pod("p"))
+    entry = q.pop()
+    assert entry is not None
+    assert (
+        q.failed(entry.pod.key, frozenset({"NodeResourcesFit"}), unschedulable=True)
+        is QueueName.UNSCHEDULABLE
+    )
+    clock.now += 60
+    assert q.pop() is None
+    assert q.unschedulable_by_plugin() == {"NodeResourcesFit": 1}
+    assert q.move_all_to_active_or_backoff() == 1
+    assert q.pop() is not None  # its 1 s backoff already passed
+
+
+def test_unschedulable_pods_retry_within_5_minutes() -> None:
+    q, clock = queue()
+    q.add(make_pod("p"))
+    entry = q.pop()
+    assert entry is not None
+    q.failed(entry.pod.key, frozenset({"X"}), unschedulable=True)
+    clock.now += 299
+    assert q.pop() is None
+    clock.now += 2
+    assert q.pop() is not None
+
+
+def test_a_change_during_the_attempt_means_backoff_not_parking() -> None:
+    q, clock = queue()
+    q.add(make_pod("p"))
+    entry = q.pop()
+    assert entry is not None
+    q.move_all_to_active_or_backoff()  # a node was added while we were deciding
+    assert q.failed(entry.pod.key, frozenset({"X"}), unschedulable=True) is QueueName.BACKOFF
+    clock.now += 1.01
+    assert q.pop() is not None
+
+
+def test_forgotten_pods_never_come_back() -> None:
+    q, clock = queue()
+    q.add(make_pod("flying"))
+    flying = q.pop()
+    assert flying is not None
+    q.add(make_pod("queued"))
+    assert q.forget("default/queued")
+    assert q.forget(flying.pod.key)
+    assert q.failed(flying.pod.key, frozenset(), unschedulable=True) is None
+    clock.now += 1000
+    assert q.pop() is None
+    assert q.sizes() == dict.fromkeys(QueueName, 0)
+
+
+def test_gated_pods_wait_until_their_gates_go() -> None:
+    q, _ = queue()
+    manifest = pod_manifest("g")
+    manifest["spec"]["schedulingGates"] = [{"name": "example.com/wait"}]
+    assert q.add(pod_from_manifest(manifest)) is QueueName.GATED
+    assert q.pop() is None
+    assert q.add(make_pod("g")) is QueueName.ACTIVE
+    entry = q.pop()
+    assert entry is not None
+    assert entry.pod.name == "g"
+
+
+def test_readding_a_known_pod_updates_it_in_place() -> None:
+    q, _ = queue()
+    q.add(make_pod("p", cpu="1"))
+    q.add(make_pod("p", cpu="2"))
+    entry = q.pop()
+    assert entry is not None
+    assert entry.pod.cpu_milli == 2000
+    assert q.pop() is None

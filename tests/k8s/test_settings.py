@@ -1,0 +1,54 @@
+from pathlib import Path
+
+import pytest
+
+from scheduler.k8s.settings import SettingsError, load_settings
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "settings.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_defaults_follow_kube_scheduler() -> None:
+    settings = load_settings()
+    assert (settings.client.qps, settings.client.burst) == (50, 100)
+    election = settings.leader_election
+    assert (election.lease_duration_s, election.renew_deadline_s, election.retry_period_s) == (15, 10, 2)
+    assert settings.lease_name == "rl-scheduler"
+
+
+def test_file_then_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write(tmp_path, "scheduler_name: gpu-sched\nprofile: best-fit\nclient: {qps: 200, burst: 400}\n")
+    monkeypatch.setenv("RL_SCHEDULER_CLIENT__QPS", "5000")
+    settings = load_settings(path)
+    assert (settings.scheduler_name, settings.profile, settings.client.qps, settings.client.burst) == (
+        "gpu-sched",
+        "best-fit",
+        5000,
+        400,
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("profile: magic\n", r"settings.yaml: profile: Value error, unknown profile 'magic'"),
+        ("client: {qps: 0}\n", r"client.qps: Input should be greater than 0"),
+        ("metrics_address: localhost\n", r"metrics_address: Value error, expected host:port"),
+        ("leader_election: {renew_deadline_s: 20}\n", r"leader_election: Value error, need retry_period_s"),
+        ("bogus: 1\n", r"bogus: Extra inputs are not permitted"),
+        ("- a\n- b\n", r"file: expected a mapping"),
+        ("a: [\n", r"file: not valid YAML"),
+        ("fallback_profile: gnn\n", r"fallback_profile must be a heuristic"),
+    ],
+)
+def test_bad_settings_name_the_file_and_field(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(SettingsError, match=message):
+        load_settings(write(tmp_path, text))
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match="file: cannot read"):
+        load_settings(tmp_path / "absent.yaml")
