@@ -15,7 +15,10 @@ from scheduler.sim.trace import (
     trace_pod_manifest,
 )
 
-POD_HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
+POD_HEADER = (
+    "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
+    "creation_time,deletion_time,scheduled_time\n"
+)
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
