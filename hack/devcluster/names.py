@@ -1,0 +1,42 @@
+"""Label, annotation and resource names shared by the dev-cluster tools.
+
+The GPU names are the project's conventions; they will move to
+``scheduler/resources/gpu.py`` and this module will re-export them from there.
+"""
+
+from typing import Final
+
+# Whole GPUs, as the NVIDIA device plugin advertises them.
+GPU_RESOURCE: Final = "nvidia.com/gpu"
+# Node label naming the GPU model of every GPU on the node (openb nodes are uniform).
+GPU_MODEL_LABEL: Final = "rl-scheduler.io/gpu-model"
+# Pod annotation: the share of one GPU a pod asks for, in thousandths ("460").
+# Written together with nvidia.com/gpu: 1 so kube-scheduler still accounts a GPU.
+GPU_MILLI_ANNOTATION: Final = "rl-scheduler.io/gpu-milli"
+# Pod annotation: the GPU models a pod accepts, "|"-separated ("V100M16|V100M32").
+GPU_MODEL_ANNOTATION: Final = "rl-scheduler.io/gpu-model"
+
+HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
+ZONE_LABEL: Final = "topology.kubernetes.io/zone"
+RACK_LABEL: Final = "topology.rl-scheduler.io/rack"
+# KWOK's documented node conventions: the annotation makes the kwok controller
+# manage the node; the label and taint keep real workloads off fake nodes.
+KWOK_NODE_ANNOTATION: Final = "kwok.x-k8s.io/node"
+KWOK_NODE_VALUE: Final = "fake"
+KWOK_TYPE_LABEL: Final = "type"
+KWOK_TYPE_VALUE: Final = "kwok"
+KWOK_TAINT_KEY: Final = "kwok.x-k8s.io/node"
+
+# Everything the tools create carries this label, so `clean` removes only that.
+GENERATED_BY_LABEL: Final = "rl-scheduler.io/generated-by"
+GENERATED_BY_VALUE: Final = "devcluster"
+GENERATED_SELECTOR: Final = f"{GENERATED_BY_LABEL}={GENERATED_BY_VALUE}"
+# One workload run; lets two generators share a namespace.
+RUN_LABEL: Final = "rl-scheduler.io/workload-run"
+# When a generated pod should go away (RFC 3339), for `clean --expired`.
+EXPIRES_ANNOTATION: Final = "rl-scheduler.io/expires-at"
+
+DEFAULT_SCHEDULER: Final = "default-scheduler"
+DEFAULT_NAMESPACE: Final = "rl-workload"
+# Never pulled: KWOK pretends to run containers.
+PLACEHOLDER_IMAGE: Final = "registry.k8s.io/pause:3.10"

@@ -1,0 +1,79 @@
+"""The cluster's component processes, as kwokctl's binary runtime leaves them.
+
+kwokctl starts each component detached (setsid) and records it in
+<workdir>/pids/<component>.pid, with its log in <workdir>/logs/<component>.log.
+We read those to tell a dead component from a slow one and to stop what kwokctl
+itself failed to stop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from pathlib import Path
+
+
+def _read_pid(pid_file: Path) -> int | None:
+    try:
+        return int(pid_file.read_text().strip())
+    except (OSError, ValueError):  # gone, or being written right now
+        return None
+
+
+def is_ours(pid: int, workdir: Path) -> bool:
+    """True if pid is alive and is a process kwokctl started for this cluster.
+
+    Checked through its command line (it names files in the workdir), so a recycled
+    pid that now belongs to something else is never mistaken for ours, or signalled.
+    """
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z" and str(workdir) in cmdline  # a zombie has exited already
+
+
+def components(workdir: Path) -> dict[str, int | None]:
+    """Component name -> pid (None while its pid file is unreadable)."""
+    pid_dir = workdir / "pids"
+    if not pid_dir.is_dir():
+        return {}
+    return {f.stem: _read_pid(f) for f in sorted(pid_dir.glob("*.pid"))}
+
+
+def running_pids(workdir: Path) -> list[int]:
+    return [p for p in components(workdir).values() if p is not None and is_ours(p, workdir)]
+
+
+def dead_components(workdir: Path) -> list[str]:
+    """Components that were started and are no longer running."""
+    return [
+        name for name, pid in components(workdir).items() if pid is not None and not is_ours(pid, workdir)
+    ]
+
+
+def log_tail(workdir: Path, component: str, lines: int = 15) -> str:
+    path = workdir / "logs" / f"{component}.log"
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return f"(no log at {path})"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def stop(workdir: Path, grace_s: float = 5) -> None:
+    """Stop the cluster's processes still running: SIGTERM, then SIGKILL after grace_s."""
+    pids = running_pids(workdir)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + grace_s
+        while pids and time.monotonic() < deadline:
+            time.sleep(0.1)
+            pids = [p for p in pids if is_ours(p, workdir)]
+        if not pids:
+            return

@@ -1,0 +1,49 @@
+"""Shared fixtures. `dev_cluster` brings up the local control plane once per session.
+
+Tests that need it carry `@pytest.mark.cluster` (which pulls the fixture in) or ask
+for `dev_cluster` directly. The fixture fails the test, loudly, when the cluster
+cannot start: CI runs these tests and a skipped cluster test would hide a broken
+control plane. RL_DEVCLUSTER_KEEP=1 leaves the cluster running after the session
+for a look around (`python -m devcluster status --name rl-test`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from devcluster.testing import DevCluster
+
+CLUSTER_MARKER = "cluster"
+
+
+@pytest.fixture(autouse=True)
+def _cluster_for_marked_tests(request: pytest.FixtureRequest) -> None:
+    # A marker cannot add a fixture after collection; asking for it by name can.
+    if request.node.get_closest_marker(CLUSTER_MARKER):
+        request.getfixturevalue("dev_cluster")
+
+
+@pytest.fixture(scope="session")
+def dev_cluster(request: pytest.FixtureRequest) -> Iterator[DevCluster]:
+    """A running cluster (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+    kwok) on 127.0.0.1, with no nodes but those the tests make."""
+    # Imported here so unit tests run without the Kubernetes client installed.
+    from devcluster import cluster  # noqa: PLC0415
+    from devcluster.testing import DevCluster  # noqa: PLC0415
+
+    # One cluster per xdist worker: a shared name would have workers stop each other's.
+    name = os.environ.get("RL_DEVCLUSTER_TEST_NAME", "rl-test")
+    workerinput = getattr(request.config, "workerinput", None)
+    if workerinput:
+        name = f"{name}-{workerinput['workerid']}"
+    info = cluster.up(cluster.ClusterConfig(name=name))
+    try:
+        yield DevCluster(info)
+    finally:
+        if os.environ.get("RL_DEVCLUSTER_KEEP") != "1":
+            cluster.down(name)
