@@ -26,7 +26,7 @@ simulate: setup
 	$(BIN)/rl-scheduler simulate --out runs/simulate
 
 binaries:
-	hack/build-binaries.sh
+	hack/build-binaries.sh kubernetes etcd kwok
 
 lint: setup
 	$(BIN)/ruff check .

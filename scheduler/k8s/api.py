@@ -62,7 +62,8 @@ def load_client_config(settings: ClientSettings) -> client.Configuration:
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         except config.ConfigException:
             config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    configuration.connection_pool_maxsize = settings.workers
+    # One connection per worker thread, and a few for the calls of the event loop's own.
+    configuration.connection_pool_maxsize = settings.workers + 4
     return configuration
 
 
@@ -107,6 +108,9 @@ class KubeApi:
             response: Any = await self.call(
                 self.core.create_namespaced_pod_binding, pod.name, pod.namespace, body, _preload_content=False
             )
+            # Read the answer before the connection goes back to the pool: an unread
+            # body would be taken for the next request's response on that connection.
+            response.read()
             response.release_conn()
             return BindResult(BindOutcome.BOUND)
         except ApiException as error:
@@ -116,8 +120,27 @@ class KubeApi:
             if error.status == 409:
                 return BindResult(BindOutcome.CONFLICT, detail)
             return BindResult(BindOutcome.ERROR, detail)
-        except Exception as error:  # network trouble: retry after a backoff
-            return BindResult(BindOutcome.ERROR, f"{type(error).__name__}: {error}")
+        except Exception as error:
+            # The request may or may not have reached the API server: ask the pod.
+            return await self._bind_outcome_after(pod, node, f"{type(error).__name__}: {error}")
+
+    async def _bind_outcome_after(self, pod: Pod, node: str, problem: str) -> BindResult:
+        try:
+            current = await self.call(self.core.read_namespaced_pod, pod.name, pod.namespace)
+        except ApiException as error:
+            if error.status == 404:
+                return BindResult(BindOutcome.POD_GONE, problem)
+            return BindResult(BindOutcome.ERROR, problem)
+        except Exception:
+            return BindResult(BindOutcome.ERROR, problem)
+        bound_to = current.spec.node_name if current.spec else None
+        if current.metadata is not None and pod.uid and current.metadata.uid != pod.uid:
+            return BindResult(BindOutcome.CONFLICT, f"{problem}; the pod was replaced")
+        if bound_to == node:
+            return BindResult(BindOutcome.BOUND)
+        if bound_to:
+            return BindResult(BindOutcome.CONFLICT, f"{problem}; bound to {bound_to} meanwhile")
+        return BindResult(BindOutcome.ERROR, problem)
 
     # ---- reporting ------------------------------------------------------------
 
@@ -142,6 +165,8 @@ class KubeApi:
             )
         except ApiException as error:
             log.info("event for pod %s not posted: %s", pod.key, _reason(error))
+        except Exception as error:  # reporting never takes the scheduler down
+            log.info("event for pod %s not posted: %s: %s", pod.key, type(error).__name__, error)
 
     async def set_pod_scheduled_condition(self, pod: Pod, *, reason: str, message: str) -> None:
         """``PodScheduled=False`` with ``reason`` (Unschedulable or SchedulerError)."""
@@ -163,6 +188,8 @@ class KubeApi:
         except ApiException as error:
             if error.status != 404:
                 log.info("condition for pod %s not set: %s", pod.key, _reason(error))
+        except Exception as error:
+            log.info("condition for pod %s not set: %s: %s", pod.key, type(error).__name__, error)
 
 
 def _reason(error: ApiException) -> str:

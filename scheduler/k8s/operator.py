@@ -65,16 +65,18 @@ def build_registry(runtime: SchedulerRuntime, configuration: client.Configuratio
             private_key_path=configuration.key_file,
         )
 
+    # Async handlers run on the event loop, like the scheduling loop: kopf would run
+    # plain functions in worker threads, racing the loop over the cache.
     @kopf.on.event("", "v1", "nodes", registry=registry)
-    def node_event(event: Mapping[str, Any], body: Mapping[str, Any], **_: Any) -> None:
+    async def node_event(event: Mapping[str, Any], body: Mapping[str, Any], **_: Any) -> None:
         runtime.on_node_event(_event_type(event), body)
 
     @kopf.on.event("", "v1", "pods", registry=registry)
-    def pod_event(event: Mapping[str, Any], body: Mapping[str, Any], **_: Any) -> None:
+    async def pod_event(event: Mapping[str, Any], body: Mapping[str, Any], **_: Any) -> None:
         runtime.on_pod_event(_event_type(event), body)
 
     @kopf.on.event("", "v1", "namespaces", registry=registry)
-    def namespace_event(event: Mapping[str, Any], body: Mapping[str, Any], **_: Any) -> None:
+    async def namespace_event(event: Mapping[str, Any], body: Mapping[str, Any], **_: Any) -> None:
         runtime.on_namespace_event(_event_type(event), body)
 
     return registry

@@ -18,7 +18,7 @@ from typing import Any
 
 from scheduler.framework.profile import Decision, schedule_pod
 from scheduler.framework.status import Code
-from scheduler.k8s.api import BindOutcome, KubeApi
+from scheduler.k8s.api import BindOutcome, BindResult, KubeApi
 from scheduler.k8s.cache import PodChange, SchedulerCache
 from scheduler.k8s.metrics import Metrics, attempts_label
 from scheduler.k8s.policy import PolicyManager
@@ -106,7 +106,11 @@ class SchedulerRuntime:
                         self._wake.wait(), timeout=1.0 if timeout is None else min(timeout, 1.0)
                     )
                 continue
-            self.schedule_one(entry)
+            try:
+                self.schedule_one(entry)
+            except Exception as error:  # a bug must cost one attempt, not the scheduler
+                log.exception("scheduling %s failed", entry.pod.key)
+                self._attempt_error(entry, f"scheduler error: {type(error).__name__}: {error}")
             await asyncio.sleep(0)  # let watch events and binds in between decisions
 
     def schedule_one(self, entry: QueuedPod) -> None:
@@ -135,9 +139,19 @@ class SchedulerRuntime:
         reason = "Unschedulable" if unschedulable else SCHEDULER_ERROR
         self._spawn(self.reporter.failed(pod, decision.message, reason=reason))
 
+    def _attempt_error(self, entry: QueuedPod, message: str) -> None:
+        self.cache.forget(entry.pod.key)
+        self.metrics.schedule_attempts.labels("error", self.profile_label).inc()
+        self.queue.failed(entry.pod.key, frozenset({"SchedulerError"}), unschedulable=False)
+        self._spawn(self.reporter.failed(entry.pod, message, reason=SCHEDULER_ERROR))
+
     async def _bind(self, entry: QueuedPod, decision: Decision, started: float) -> None:
         pod = entry.pod
-        result = await self.api.bind(pod, decision.node, decision.gpu_indices)
+        try:
+            result = await self.api.bind(pod, decision.node, decision.gpu_indices)
+        except Exception as error:  # a bug or an unexpected client failure: never lose the pod
+            log.exception("bind of %s failed unexpectedly", pod.key)
+            result = BindResult(BindOutcome.ERROR, f"{type(error).__name__}: {error}")
         if result.outcome is BindOutcome.BOUND:
             self.queue.done(pod.key)
             elapsed = time.perf_counter() - started

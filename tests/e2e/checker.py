@@ -1,0 +1,235 @@
+"""An independent check of a cluster's final state: no pod sits on a node that
+violates its resources, taints, node affinity, pod (anti-)affinity or topology spread.
+
+Written apart from the scheduler's core on purpose (plain loops over API objects,
+the Kubernetes client's own quantity parser), so a shared bug cannot hide itself.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kubernetes.utils import parse_quantity
+
+GPU = "nvidia.com/gpu"
+
+
+def _requests(pod: Mapping[str, Any]) -> dict[str, float]:
+    total: dict[str, float] = defaultdict(float)
+    for container in pod["spec"].get("containers", []):
+        resources = container.get("resources") or {}
+        merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+        for name, quantity in merged.items():
+            total[name] += float(parse_quantity(quantity))
+    return total
+
+
+def _matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    if selector is None:
+        return False
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expression in selector.get("matchExpressions") or []:
+        key, operator, values = expression["key"], expression["operator"], expression.get("values") or []
+        have = labels.get(key)
+        ok = {
+            "In": have is not None and have in values,
+            "NotIn": have is None or have not in values,
+            "Exists": have is not None,
+            "DoesNotExist": have is None,
+        }[operator]
+        if not ok:
+            return False
+    return True
+
+
+def _node_term_matches(term: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
+    labels = node["metadata"].get("labels") or {}
+    expressions = term.get("matchExpressions") or []
+    fields = term.get("matchFields") or []
+    if not expressions and not fields:
+        return False
+    for expression in expressions:
+        have = labels.get(expression["key"])
+        values = expression.get("values") or []
+        operator = expression["operator"]
+        if operator in ("Gt", "Lt"):
+            try:
+                ok = (int(have) > int(values[0])) if operator == "Gt" else (int(have) < int(values[0]))  # type: ignore[arg-type]
+            except (TypeError, ValueError):
+                ok = False
+        else:
+            ok = _matches({"matchExpressions": [expression]}, labels)
+        if not ok:
+            return False
+    for expression in fields:
+        name = node["metadata"]["name"]
+        inside = name in (expression.get("values") or [])
+        if (expression["operator"] == "In") != inside:
+            return False
+    return True
+
+
+def _tolerated(taint: Mapping[str, Any], tolerations: Sequence[Mapping[str, Any]]) -> bool:
+    for toleration in tolerations:
+        if toleration.get("effect") and toleration["effect"] != taint["effect"]:
+            continue
+        if toleration.get("key") and toleration["key"] != taint["key"]:
+            continue
+        if toleration.get("operator", "Equal") == "Exists" or toleration.get("value", "") == taint.get(
+            "value", ""
+        ):
+            return True
+    return False
+
+
+class Violations(list[str]):
+    def add(self, pod: Mapping[str, Any], problem: str) -> None:
+        meta = pod["metadata"]
+        self.append(f"{meta['namespace']}/{meta['name']} on {pod['spec'].get('nodeName')}: {problem}")
+
+
+def check(nodes: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Every violation found (empty: the placement is valid)."""
+    by_name = {n["metadata"]["name"]: n for n in nodes}
+    bound = [
+        p
+        for p in pods
+        if p["spec"].get("nodeName") and p.get("status", {}).get("phase") not in ("Succeeded", "Failed")
+    ]
+    problems = Violations()
+    _check_resources(by_name, bound, problems)
+    for pod in bound:
+        node = by_name.get(pod["spec"]["nodeName"])
+        if node is None:
+            problems.add(pod, "node does not exist")
+            continue
+        _check_node_constraints(pod, node, problems)
+    _check_pod_affinity(by_name, bound, problems)
+    _check_topology_spread(by_name, bound, problems)
+    return problems
+
+
+def _check_resources(
+    nodes: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], problems: Violations
+) -> None:
+    used: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    gpu_share: dict[tuple[str, int], float] = defaultdict(float)
+    count: Counter[str] = Counter()
+    for pod in pods:
+        node = pod["spec"]["nodeName"]
+        count[node] += 1
+        requests = _requests(pod)
+        for name, amount in requests.items():
+            if name != GPU:
+                used[node][name] += amount
+        annotations = pod["metadata"].get("annotations") or {}
+        if requests.get(GPU):
+            indices = [int(i) for i in annotations.get("rl-scheduler.io/gpu-index", "").split(",") if i]
+            if len(indices) != int(requests[GPU]):
+                problems.add(pod, f"holds GPUs {indices} for a request of {requests[GPU]:.0f}")
+            share = float(annotations.get("rl-scheduler.io/gpu-milli", 1000)) / 1000
+            for index in indices:
+                gpu_share[(node, index)] += share
+    for name, node in nodes.items():
+        allocatable = {k: float(parse_quantity(v)) for k, v in node["status"].get("allocatable", {}).items()}
+        if count[name] > allocatable.get("pods", 0):
+            problems.append(f"node {name}: {count[name]} pods > {allocatable.get('pods', 0):.0f}")
+        for resource, amount in used[name].items():
+            if amount > allocatable.get(resource, 0) + 1e-9:
+                problems.append(
+                    f"node {name}: {resource} {amount} requested > {allocatable.get(resource, 0)}"
+                )
+    for (node_name, index), share in gpu_share.items():
+        gpus = float(parse_quantity(nodes[node_name]["status"]["allocatable"].get(GPU, "0")))
+        if index >= gpus or share > 1 + 1e-9:
+            problems.append(f"node {node_name}: GPU {index} holds {share:.3f} of {gpus:.0f} GPUs")
+
+
+def _check_node_constraints(pod: Mapping[str, Any], node: Mapping[str, Any], problems: Violations) -> None:
+    spec = pod["spec"]
+    labels = node["metadata"].get("labels") or {}
+    for taint in (node.get("spec") or {}).get("taints") or []:
+        if taint["effect"] in ("NoSchedule", "NoExecute") and not _tolerated(
+            taint, spec.get("tolerations") or []
+        ):
+            problems.add(pod, f"untolerated taint {taint['key']}")
+    for key, value in (spec.get("nodeSelector") or {}).items():
+        if labels.get(key) != value:
+            problems.add(pod, f"nodeSelector {key}={value} not on node")
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
+    if required and not any(_node_term_matches(t, node) for t in required.get("nodeSelectorTerms") or []):
+        problems.add(pod, "required node affinity not met")
+
+
+def _domain(nodes: Mapping[str, Any], pod: Mapping[str, Any], key: str) -> str | None:
+    labels: Mapping[str, str] = nodes[pod["spec"]["nodeName"]]["metadata"].get("labels") or {}
+    return labels.get(key)
+
+
+def _check_pod_affinity(
+    nodes: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], problems: Violations
+) -> None:
+    for pod in pods:
+        if pod["spec"]["nodeName"] not in nodes:
+            continue
+        affinity = pod["spec"].get("affinity") or {}
+        namespace = pod["metadata"]["namespace"]
+        others = [p for p in pods if p is not pod and p["spec"]["nodeName"] in nodes]
+        for term in (affinity.get("podAntiAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ) or []:
+            key = term["topologyKey"]
+            mine = _domain(nodes, pod, key)
+            for other in others:
+                if (
+                    other["metadata"]["namespace"] in (term.get("namespaces") or [namespace])
+                    and _matches(term.get("labelSelector"), other["metadata"].get("labels") or {})
+                    and mine is not None
+                    and _domain(nodes, other, key) == mine
+                ):
+                    problems.add(pod, f"anti-affinity: shares {key}={mine} with {other['metadata']['name']}")
+        for term in (affinity.get("podAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ) or []:
+            key = term["topologyKey"]
+            mine = _domain(nodes, pod, key)
+            peers = [
+                o
+                for o in others
+                if o["metadata"]["namespace"] in (term.get("namespaces") or [namespace])
+                and _matches(term.get("labelSelector"), o["metadata"].get("labels") or {})
+            ]
+            if mine is None or not any(_domain(nodes, o, key) == mine for o in peers):
+                self_match = _matches(term.get("labelSelector"), pod["metadata"].get("labels") or {})
+                if not (self_match and mine is not None):
+                    problems.add(pod, f"affinity: no matching pod in {key}={mine}")
+
+
+def _check_topology_spread(
+    nodes: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], problems: Violations
+) -> None:
+    for pod in pods:
+        for constraint in pod["spec"].get("topologySpreadConstraints") or []:
+            if constraint.get("whenUnsatisfiable") != "DoNotSchedule":
+                continue
+            key, selector = constraint["topologyKey"], constraint.get("labelSelector")
+            domains = {(n["metadata"].get("labels") or {}).get(key) for n in nodes.values()} - {None}
+            counts = dict.fromkeys(domains, 0)
+            for other in pods:
+                if other["metadata"]["namespace"] == pod["metadata"]["namespace"] and _matches(
+                    selector, other["metadata"].get("labels") or {}
+                ):
+                    domain = _domain(nodes, other, key)
+                    if domain is not None:
+                        counts[domain] += 1
+            skew = max(counts.values()) - min(counts.values()) if counts else 0
+            if skew > constraint["maxSkew"]:
+                problems.add(
+                    pod, f"topology spread over {key}: skew {skew} > {constraint['maxSkew']} ({counts})"
+                )

@@ -1,0 +1,184 @@
+"""Running rl-scheduler as a real process against the dev cluster, and the waits
+and bulk operations the end-to-end tests share."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from devcluster import nodes as devnodes
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class SchedulerProcess:
+    """One ``rl-scheduler run`` process; its log is kept for failure reports."""
+
+    name: str
+    kubeconfig: Path
+    log_path: Path
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> SchedulerProcess:
+        command = [
+            sys.executable,
+            "-m",
+            "scheduler.cli",
+            "run",
+            "--kubeconfig",
+            str(self.kubeconfig),
+            "--scheduler-name",
+            self.name,
+            "--metrics-address",
+            f"127.0.0.1:{self.port}",
+            *self.args,
+        ]
+        environment = {
+            **os.environ,
+            "RL_SCHEDULER_LEADER_ELECTION__NAMESPACE": "default",
+            "PYTHONUNBUFFERED": "1",
+            **self.env,
+        }
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=environment)
+        return self
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def get(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(self.url(path), timeout=5) as response:
+                return int(response.status), response.read().decode()
+        except urllib.error.HTTPError as error:
+            return int(error.code), error.read().decode()
+
+    def wait_ready(self, timeout_s: float = 90) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                raise AssertionError(f"scheduler {self.name} exited: {self.log()[-3000:]}")
+            with contextlib.suppress(OSError):
+                if self.get("/readyz")[0] == 200:
+                    return
+            time.sleep(0.5)
+        raise AssertionError(f"scheduler {self.name} not ready in {timeout_s} s: {self.log()[-3000:]}")
+
+    def metric(self, name: str, labels: Mapping[str, str] | None = None) -> float:
+        """Sum of the samples of ``name`` whose labels include ``labels``."""
+        _, text = self.get("/metrics")
+        total = 0.0
+        for line in text.splitlines():
+            if not line.startswith(name):
+                continue
+            series, _, value = line.rpartition(" ")
+            metric, _, label_text = series.partition("{")
+            if metric != name:
+                continue
+            if labels and not all(f'{k}="{v}"' in label_text for k, v in labels.items()):
+                continue
+            total += float(value)
+        return total
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(sig)
+            self.process.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+@contextlib.contextmanager
+def running_scheduler(
+    kubeconfig: Path, name: str, log_dir: Path, *args: str, env: Mapping[str, str] | None = None
+) -> Iterator[SchedulerProcess]:
+    scheduler = SchedulerProcess(name, kubeconfig, log_dir / f"{name}-{time.time_ns()}.log", args, env or {})
+    scheduler.start()
+    try:
+        scheduler.wait_ready()
+        yield scheduler
+    finally:
+        scheduler.stop()
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float, what: str, interval_s: float = 0.5) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(interval_s)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def replace_nodes(core: client.CoreV1Api, specs: list[devnodes.NodeSpec]) -> None:
+    """The cluster's fake nodes become exactly ``specs`` (Ready)."""
+    devnodes.delete_generated_nodes(core)
+    wait_for(lambda: not core.list_node().items, 60, "old nodes to go")
+    devnodes.create_nodes(core, specs)
+    devnodes.wait_ready(core, [s.name for s in specs], timeout_s=120)
+
+    def settled() -> bool:  # the node lifecycle controller lifts its not-ready taints
+        return not any(
+            t.key.startswith("node.kubernetes.io/")
+            for n in core.list_node().items
+            for t in (n.spec.taints or [])
+        )
+
+    wait_for(settled, 120, "new nodes to lose their not-ready taints")
+
+
+def ensure_namespace(core: client.CoreV1Api, name: str, labels: Mapping[str, str] | None = None) -> None:
+    body = client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels=dict(labels or {})))
+    with contextlib.suppress(ApiException):
+        core.create_namespace(body)
+
+
+def create_pods(core: client.CoreV1Api, manifests: Iterable[dict[str, Any]], workers: int = 8) -> None:
+    def create(manifest: dict[str, Any]) -> None:
+        core.create_namespaced_pod(manifest["metadata"].get("namespace", "default"), manifest)
+
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(create, manifests))
+
+
+def delete_namespace_pods(core: client.CoreV1Api, namespace: str) -> None:
+    core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+    wait_for(lambda: not core.list_namespaced_pod(namespace).items, 120, f"pods of {namespace} to go")
+
+
+def pod_events(core: client.CoreV1Api, namespace: str, name: str) -> list[Any]:
+    selector = f"involvedObject.name={name},involvedObject.kind=Pod"
+    return list(core.list_namespaced_event(namespace, field_selector=selector).items)

@@ -1,0 +1,140 @@
+"""The independent checker catches each kind of violation (so a green e2e run means
+something)."""
+
+from typing import Any
+
+import pytest
+
+from tests.e2e.checker import check
+from tests.e2e.workloads import node_affinity, required_pod_terms
+
+
+def node(
+    name: str,
+    *,
+    cpu: str = "4",
+    pods: str = "110",
+    gpus: str = "0",
+    zone: str = "a",
+    taints: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "zone": zone}},
+        "spec": {"taints": taints or []},
+        "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": pods, "nvidia.com/gpu": gpus}},
+    }
+
+
+def pod(
+    name: str,
+    on: str,
+    *,
+    cpu: str = "1",
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    gpus: str | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    requests = {"cpu": cpu}
+    if gpus:
+        requests["nvidia.com/gpu"] = gpus
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "labels": labels or {},
+            "annotations": annotations or {},
+        },
+        "spec": {"nodeName": on, "containers": [{"resources": {"requests": requests}}], **spec},
+        "status": {"phase": "Running"},
+    }
+
+
+CASES = [
+    pytest.param(
+        [node("n1")], [pod("a", "n1", cpu="3"), pod("b", "n1", cpu="2")], "cpu 5.0 requested > 4.0", id="cpu"
+    ),
+    pytest.param([node("n1", pods="1")], [pod("a", "n1"), pod("b", "n1")], "2 pods > 1", id="pod count"),
+    pytest.param(
+        [node("n1", gpus="1")],
+        [
+            pod(
+                p,
+                "n1",
+                gpus="1",
+                annotations={"rl-scheduler.io/gpu-index": "0", "rl-scheduler.io/gpu-milli": "600"},
+            )
+            for p in ("a", "b")
+        ],
+        "GPU 0 holds 1.200",
+        id="gpu share",
+    ),
+    pytest.param(
+        [node("n1", taints=[{"key": "k", "effect": "NoSchedule"}])],
+        [pod("a", "n1")],
+        "untolerated taint k",
+        id="taint",
+    ),
+    pytest.param(
+        [node("n1")],
+        [pod("a", "n1", affinity=node_affinity("zone", ["b"]))],
+        "required node affinity",
+        id="node affinity",
+    ),
+    pytest.param(
+        [node("n1")],
+        [
+            pod(p, "n1", labels={"app": "x"}, affinity={"podAntiAffinity": required_pod_terms("x", "zone")})
+            for p in "ab"
+        ],
+        "anti-affinity",
+        id="anti-affinity",
+    ),
+    pytest.param(
+        [node("n1"), node("n2", zone="b")],
+        [
+            pod("db", "n1", labels={"app": "db"}),
+            pod("c", "n2", affinity={"podAffinity": required_pod_terms("db", "zone")}),
+        ],
+        "affinity: no matching pod",
+        id="affinity",
+    ),
+    pytest.param(
+        [node("n1"), node("n2", zone="b")],
+        [
+            pod(
+                p,
+                "n1",
+                labels={"app": "s"},
+                topologySpreadConstraints=[
+                    {
+                        "maxSkew": 1,
+                        "topologyKey": "zone",
+                        "whenUnsatisfiable": "DoNotSchedule",
+                        "labelSelector": {"matchLabels": {"app": "s"}},
+                    }
+                ],
+            )
+            for p in "ab"
+        ],
+        "skew 2 > 1",
+        id="topology spread",
+    ),
+]
+
+
+@pytest.mark.parametrize(("nodes", "pods", "problem"), CASES)
+def test_checker_finds_violations(
+    nodes: list[dict[str, Any]], pods: list[dict[str, Any]], problem: str
+) -> None:
+    problems = check(nodes, pods)
+    assert any(problem in p for p in problems), problems
+
+
+def test_checker_accepts_a_valid_placement() -> None:
+    nodes = [node("n1"), node("n2", zone="b")]
+    pods = [
+        pod("db", "n1", labels={"app": "db"}),
+        pod("c", "n1", affinity={"podAffinity": required_pod_terms("db", "zone")}),
+    ]
+    assert check(nodes, pods) == []
