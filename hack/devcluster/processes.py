@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -77,3 +78,30 @@ def stop(workdir: Path, grace_s: float = 5) -> None:
             pids = [p for p in pids if is_ours(p, workdir)]
         if not pids:
             return
+
+
+def restart(workdir: Path, component: str, down_s: float = 0.0, grace_s: float = 10) -> int:
+    """Stop one component and start it again with the same command line, environment
+    and log file (for tests of how clients live through a restart). Returns the new pid."""
+    pid_file = workdir / "pids" / f"{component}.pid"
+    pid = _read_pid(pid_file)
+    if pid is None or not is_ours(pid, workdir):
+        raise RuntimeError(f"{component} is not running in {workdir}")
+    proc = Path(f"/proc/{pid}")
+    argv = [a.decode() for a in proc.joinpath("cmdline").read_bytes().split(b"\0") if a]
+    entries = proc.joinpath("environ").read_bytes().split(b"\0")
+    environ = dict(entry.decode().split("=", 1) for entry in entries if b"=" in entry)
+    cwd = os.readlink(proc / "cwd")
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while is_ours(pid, workdir) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if is_ours(pid, workdir):
+        os.kill(pid, signal.SIGKILL)
+    time.sleep(down_s)
+    with (workdir / "logs" / f"{component}.log").open("ab") as log:
+        process = subprocess.Popen(
+            argv, cwd=cwd, env=environ, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    pid_file.write_text(f"{process.pid}\n")
+    return process.pid

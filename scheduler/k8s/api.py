@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -86,6 +87,12 @@ class KubeApi:
         await (limiter or self.limiter).acquire()
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.executor, partial(function, *args, **kwargs))
+
+    async def list_items(self, lister: Callable[..., Any]) -> list[dict[str, Any]]:
+        """A list call's items as plain JSON objects (faster than the client's models)."""
+        response: Any = await self.call(lister, _preload_content=False)
+        items: list[dict[str, Any]] = json.loads(response.data).get("items", [])
+        return items
 
     def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)

@@ -13,7 +13,8 @@ unschedulable pods fit.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
@@ -68,8 +69,12 @@ def gpu_indices_from(manifest: Mapping[str, Any]) -> tuple[int, ...] | None:
 
 
 class SchedulerCache:
-    def __init__(self, scheduler_name: str) -> None:
+    def __init__(self, scheduler_name: str, clock: Callable[[], float] = time.monotonic) -> None:
         self.scheduler_name = scheduler_name
+        self.clock = clock
+        # When each pod and node was last seen in an event or a listing (for resync).
+        self.seen_pods: dict[str, float] = {}
+        self.seen_nodes: dict[str, float] = {}
         self.state = ClusterState()
         self.namespace_labels: dict[str, dict[str, str]] = {}
         # Pods we bound (or are binding) whose bound state no watch event has shown yet.
@@ -84,12 +89,14 @@ class SchedulerCache:
         """Apply a node event; True when the change may let pending pods fit."""
         name = str((manifest.get("metadata") or {}).get("name"))
         if event_type == "DELETED":
+            self.seen_nodes.pop(name, None)
             if name in self.state.node_index:
                 orphans = self.state.remove_node(name)
                 for pod in orphans:
                     self.assumed.discard(pod.key)
                 self._node_fingerprints.pop(name, None)
             return False
+        self.seen_nodes[name] = self.clock()
         spec, status = manifest.get("spec") or {}, manifest.get("status") or {}
         metadata = manifest.get("metadata") or {}
         fingerprint = (
@@ -127,6 +134,10 @@ class SchedulerCache:
         key = pod_key(manifest)
         spec, status = manifest.get("spec") or {}, manifest.get("status") or {}
         node_name = spec.get("nodeName") or ""
+        if event_type == "DELETED":
+            self.seen_pods.pop(key, None)
+        else:
+            self.seen_pods[key] = self.clock()
         if event_type == "DELETED" or status.get("phase") in TERMINAL_PHASES:
             freed = self._release(key)
             return PodEvent(PodChange.GONE, key, frees_resources=freed)
@@ -190,6 +201,21 @@ class SchedulerCache:
             self.state.remove(key)
             return True
         return False
+
+    # ---- resync -----------------------------------------------------------------
+
+    def resync(self, pods: set[str], nodes: set[str], listed_at: float) -> list[str]:
+        """Drop what a full listing (started at ``listed_at``) no longer has and no
+        event has shown since: deletions a restarted watch never reported. Returns the
+        pod keys that were released."""
+        gone_nodes = [n for n, seen in self.seen_nodes.items() if n not in nodes and seen < listed_at]
+        for name in gone_nodes:
+            self.on_node("DELETED", {"metadata": {"name": name}})
+        gone_pods = [k for k, seen in self.seen_pods.items() if k not in pods and seen < listed_at]
+        for key in gone_pods:
+            namespace, _, name = key.partition("/")
+            self.on_pod("DELETED", {"metadata": {"namespace": namespace, "name": name}})
+        return gone_pods
 
     # ---- our own decisions ----------------------------------------------------
 

@@ -9,7 +9,6 @@ is off. kopf's peering is off too; a Lease elects the replica that binds.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import signal
@@ -82,21 +81,6 @@ def build_registry(runtime: SchedulerRuntime, configuration: client.Configuratio
     return registry
 
 
-async def _prime(runtime: SchedulerRuntime, api: KubeApi) -> None:
-    """One listing of nodes, namespaces and pods before the first decision, so the
-    first pods are placed with the whole cluster in view (the watches keep it current)."""
-    for lister, handler in (
-        (api.core.list_node, runtime.on_node_event),
-        (api.core.list_namespace, runtime.on_namespace_event),
-        (api.core.list_pod_for_all_namespaces, runtime.on_pod_event),
-    ):
-        response: Any = await api.call(lister, _preload_content=False)
-        items = json.loads(response.data).get("items", [])
-        for item in items:
-            handler("ADDED", item)
-    runtime.synced.set()
-
-
 def identity(settings: Settings) -> str:
     return settings.leader_election.identity or f"{socket.gethostname()}_{uuid.uuid4()}"
 
@@ -141,7 +125,7 @@ async def run(settings: Settings) -> None:
         ),
     ]
     try:
-        await _prime(runtime, api)
+        await runtime.list_and_apply()
         log.info(
             "cache synced: %d nodes, %d pods placed",
             len(runtime.cache.state),
@@ -155,6 +139,7 @@ async def run(settings: Settings) -> None:
             asyncio.create_task(runtime.run(), name="scheduling-loop"),
             asyncio.create_task(runtime.refresh_gauges(), name="gauges"),
             asyncio.create_task(policy.watch(), name="policy-reload"),
+            asyncio.create_task(runtime.resync_forever(), name="resync"),
         ]
         stopper = asyncio.create_task(stop.wait())
         done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)

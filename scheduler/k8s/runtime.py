@@ -19,7 +19,7 @@ from typing import Any
 from scheduler.framework.profile import Decision, schedule_pod
 from scheduler.framework.status import Code
 from scheduler.k8s.api import BindOutcome, BindResult, KubeApi
-from scheduler.k8s.cache import PodChange, SchedulerCache
+from scheduler.k8s.cache import PodChange, SchedulerCache, pod_key
 from scheduler.k8s.metrics import Metrics, attempts_label
 from scheduler.k8s.policy import PolicyManager
 from scheduler.k8s.queue import QueuedPod, QueueName, SchedulingQueue
@@ -89,6 +89,39 @@ class SchedulerRuntime:
         self.metrics.invalid_pods.inc()
         log.warning("pod %s cannot be scheduled as written: %s", key, message)
         self._spawn(self.reporter.failed(stub, message, reason="Unschedulable"))
+
+    # ---- listing --------------------------------------------------------------
+
+    async def list_and_apply(self) -> None:
+        """List nodes, namespaces and pods, apply them as events, and drop what the
+        listing no longer has (a deletion a restarted watch never reported)."""
+        listed_at = time.monotonic()
+        seen: dict[str, set[str]] = {}
+        for kind, lister, handler in (
+            ("nodes", self.api.core.list_node, self.on_node_event),
+            ("namespaces", self.api.core.list_namespace, self.on_namespace_event),
+            ("pods", self.api.core.list_pod_for_all_namespaces, self.on_pod_event),
+        ):
+            items = await self.api.list_items(lister)
+            for item in items:
+                handler("ADDED", item)
+            seen[kind] = (
+                {pod_key(item) for item in items}
+                if kind == "pods"
+                else {str(item["metadata"]["name"]) for item in items}
+            )
+        for key in self.cache.resync(seen["pods"], seen["nodes"], listed_at):
+            if self.queue.forget(key):
+                self.reporter.forget(key)
+        self.synced.set()
+
+    async def resync_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.resync_s)
+            try:
+                await self.list_and_apply()
+            except Exception as error:  # the API is down: the next round will do
+                log.warning("resync failed: %s", error)
 
     # ---- the loop -------------------------------------------------------------
 

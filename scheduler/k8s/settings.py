@@ -75,6 +75,9 @@ class Settings(BaseSettings):
         None, description="policy checkpoint (or folder of versions); shipped one if unset"
     )
     policy_reload_s: float = Field(30.0, gt=0, description="how often to look for a newer policy")
+    resync_s: float = Field(
+        120.0, gt=0, description="how often to list the cluster and drop what watches missed"
+    )
     typical_pods_trace: str = Field("default", description="openb trace whose mix seeds FGD's typical pods")
     typical_pods_window: int = Field(
         5000, ge=0, description="recent pod arrivals FGD's typical pods follow; 0: fixed"

@@ -95,3 +95,18 @@ def test_bad_pods_of_ours_are_reported_not_queued() -> None:
     assert "pod default/bad: metadata.annotations.rl-scheduler.io/gpu-milli: 'lots' is not an integer" in str(
         event.error
     )
+
+
+def test_resync_drops_what_the_listing_no_longer_has() -> None:
+    now = [0.0]
+    cache = SchedulerCache("rl-scheduler", clock=lambda: now[0])
+    for name in ("n1", "n2"):
+        cache.on_node("ADDED", node_manifest(name))
+    cache.on_pod("ADDED", bound("kept", "n1", cpu="1"))
+    cache.on_pod("ADDED", bound("vanished", "n1", cpu="1"))
+    now[0] = 10.0
+    cache.on_pod("ADDED", bound("newer", "n2", cpu="1"))  # created after the listing began
+    released = cache.resync(pods={"default/kept"}, nodes={"n1"}, listed_at=5.0)
+    assert released == ["default/vanished"]
+    assert sorted(cache.state.placements) == ["default/kept"]  # newer went with n2
+    assert cache.state.node_names == ["n1"]
