@@ -7,6 +7,7 @@ this module runs it and turns its exit codes into typed errors.
 from __future__ import annotations
 
 import collections
+import gzip
 import os
 import subprocess
 import sys
@@ -35,12 +36,19 @@ def cache_dir() -> Path:
     return Path(os.environ.get("RL_DEVCLUSTER_CACHE", REPO_ROOT / ".cache")).resolve()
 
 
-def openb_dir() -> Path:
-    """The openb trace folder: $RL_OPENB_DIR, else shared/data/openb in or beside the repo."""
+def openb_file(stem: str) -> Path:
+    """An openb CSV by name (``openb_node_list_gpu_node``): from $RL_OPENB_DIR if set,
+    else the gzipped copy the scheduler package ships in scheduler/data/openb."""
     if "RL_OPENB_DIR" in os.environ:
-        return Path(os.environ["RL_OPENB_DIR"])
-    inside = REPO_ROOT / "shared" / "data" / "openb"
-    return inside if inside.is_dir() else REPO_ROOT.parent / "shared" / "data" / "openb"
+        return Path(os.environ["RL_OPENB_DIR"]) / f"{stem}.csv"
+    return REPO_ROOT / "scheduler" / "data" / "openb" / f"{stem}.csv.gz"
+
+
+def open_csv(path: Path) -> TextIO:
+    """A CSV file for reading, gzipped or not."""
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", newline="")
+    return path.open(newline="")
 
 
 def read_versions(path: Path = VERSIONS_FILE) -> dict[str, str]:

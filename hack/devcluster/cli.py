@@ -14,7 +14,7 @@ from typing import Any
 from kubernetes.client import CoreV1Api
 
 from devcluster import cluster, names, nodes, view, workload
-from devcluster.binaries import ALL_GROUPS, Binaries, ensure_binaries, openb_dir
+from devcluster.binaries import ALL_GROUPS, Binaries, ensure_binaries, openb_file
 from devcluster.clean import clean_pods
 from devcluster.errors import DevClusterError, InvalidArgumentError
 from devcluster.kube import core_v1, ensure_namespace, parse_quantity
@@ -162,7 +162,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 def _add_nodes_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--count", type=int, default=10, help="how many (default %(default)s)")
     source = p.add_mutually_exclusive_group()
-    source.add_argument("--openb", default=str(openb_dir() / "openb_node_list_gpu_node.csv"),
+    source.add_argument("--openb", default=str(openb_file("openb_node_list_gpu_node")),
                         help="openb node list CSV (default: the GPU nodes)")  # fmt: skip
     source.add_argument("--mix", help="node types and weights, e.g. cpu-small=3,gpu-t4=1")
     p.add_argument("--zones", type=int, default=3)

@@ -21,6 +21,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from devcluster import names
+from devcluster.binaries import open_csv
 from devcluster.errors import (
     BadNodeCountError,
     BadNodeListError,
@@ -121,7 +122,7 @@ def read_openb_node_list(path: Path) -> list[tuple[str, NodeType]]:
     if not path.is_file():
         raise NodeListNotFoundError(f"node list {path} does not exist (expected an openb *_node.csv)")
     rows: list[tuple[str, NodeType]] = []
-    with path.open(newline="") as handle:
+    with open_csv(path) as handle:
         reader = csv.DictReader(handle)
         missing = {"sn", "cpu_milli", "memory_mib", "gpu", "model"} - set(reader.fieldnames or ())
         if missing:

@@ -22,6 +22,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from devcluster import names
+from devcluster.binaries import open_csv
 from devcluster.errors import BadNodeListError, InvalidArgumentError, NodeListNotFoundError
 from devcluster.kube import body
 from devcluster.usage import Resources
@@ -143,7 +144,7 @@ def openb_trace_requests(
     if start < 0 or limit < 1 or speed <= 0:
         raise InvalidArgumentError(f"trace slice start={start} limit={limit} speed={speed}: "
                               "need start >= 0, limit >= 1, speed > 0")  # fmt: skip
-    with path.open(newline="") as handle:
+    with open_csv(path) as handle:
         reader = csv.DictReader(handle)
         missing = OPENB_POD_COLUMNS - set(reader.fieldnames or ())
         if missing:

@@ -10,7 +10,7 @@ import pytest
 from devcluster import binaries, names, nodes
 from devcluster.errors import BadNodeListError, InvalidArgumentError
 
-OPENB_GPU_NODES = binaries.openb_dir() / "openb_node_list_gpu_node.csv"
+OPENB_GPU_NODES = binaries.openb_file("openb_node_list_gpu_node")
 
 
 @pytest.mark.parametrize(

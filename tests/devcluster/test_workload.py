@@ -11,7 +11,7 @@ from devcluster import binaries, names, workload
 from devcluster.errors import InvalidArgumentError
 from devcluster.usage import Resources
 
-OPENB_TRACE = binaries.openb_dir() / "openb_pod_list_default.csv"
+OPENB_TRACE = binaries.openb_file("openb_pod_list_default")
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 

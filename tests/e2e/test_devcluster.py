@@ -39,8 +39,8 @@ from devcluster.names import (
 )
 from devcluster.testing import DevCluster, cluster_pids, listening_sockets
 
-OPENB_GPU_NODES = binaries.openb_dir() / "openb_node_list_gpu_node.csv"
-OPENB_TRACE = binaries.openb_dir() / "openb_pod_list_default.csv"
+OPENB_GPU_NODES = binaries.openb_file("openb_node_list_gpu_node")
+OPENB_TRACE = binaries.openb_file("openb_pod_list_default")
 
 
 def wait_for(what: str, check: Any, timeout_s: float = 60) -> Any:
