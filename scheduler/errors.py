@@ -12,6 +12,10 @@ class SchedulerInputError(ValueError):
         self.problem = problem
         super().__init__(f"{obj}: {field}: {problem}")
 
+    def __reduce__(self) -> tuple[type[SchedulerInputError], tuple[str, str, str]]:
+        # Keeps the error intact when it crosses a process boundary (parallel replays).
+        return (type(self), (self.obj, self.field, self.problem))
+
 
 class QuantityError(SchedulerInputError):
     """A Kubernetes quantity that does not parse or is out of range."""

@@ -8,10 +8,11 @@ NodeResourcesFit). Profiles differ in how they score:
 | default          | TaintToleration 3, NodeAffinity 2, LeastAllocated 1, BalancedAllocation 1 | random |
 | most-allocated   | as default with MostAllocated instead of LeastAllocated                 | random |
 | random, dot-prod, gpu-clustering, gpu-packing, best-fit, fgd | that FGD-paper policy alone | first  |
+| gnn              | the learned policy (``scheduler.policy``) from a checkpoint              | first  |
 
 ``first`` takes the best node earliest in the state's node order; the trace replay
-adds nodes in a seeded order, as the FGD simulator ranks them. The learned policy
-registers itself as one more profile (``register_profile``).
+adds nodes in a seeded order, as the FGD simulator ranks them. The learned policy is
+one more profile; torch is imported only when it is built.
 """
 
 from __future__ import annotations
@@ -134,6 +135,12 @@ def _fgd(ctx: ProfileContext) -> ScorePlugin:
     return FgdScore(ctx.typical_pods)
 
 
+def _gnn(ctx: ProfileContext) -> Profile:
+    from scheduler.policy.plugin import gnn_profile  # noqa: PLC0415 - torch loads only when asked for
+
+    return gnn_profile(ctx)
+
+
 def _best_fit_gpus(_: ProfileContext, __: ScorePlugin) -> GpuSelector:
     return BestFitGpus()
 
@@ -148,3 +155,4 @@ register_profile("gpu-clustering", _single("gpu-clustering", lambda _: GpuCluste
 register_profile("gpu-packing", _single("gpu-packing", lambda _: GpuPackingScore(), _best_fit_gpus))
 register_profile("best-fit", _single("best-fit", lambda _: BestFitScore(), _best_fit_gpus))
 register_profile("fgd", _single("fgd", _fgd, lambda _, score: score))  # type: ignore[arg-type,return-value]
+register_profile("gnn", _gnn)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
@@ -49,6 +50,7 @@ class ReplaySpec:
     nodes: str = DEFAULT_NODE_LIST
     tune: float = 1.3
     node_order_draws: int = NODE_ORDER_DRAWS
+    checkpoint: str | None = None  # the learned policy's checkpoint (profile gnn)
 
 
 @dataclass
@@ -123,8 +125,10 @@ def replay(spec: ReplaySpec, progress: Callable[[int, int], None] | None = None)
     go = GoRand(spec.seed)
     arrivals = arrival_order(pods, go, spec.tune, capacity)
     state = ClusterState(node_priority_order(nodes, go, spec.node_order_draws))
+    checkpoint = Path(spec.checkpoint) if spec.checkpoint else None
     profile = build_profile(
-        spec.policy, ProfileContext(rng=np.random.default_rng(spec.seed), typical_pods=typical)
+        spec.policy,
+        ProfileContext(rng=np.random.default_rng(spec.seed), typical_pods=typical, checkpoint=checkpoint),
     )
     rng = np.random.default_rng(spec.seed)
     frag = NodeFragCache(FragmentationModel(typical))

@@ -17,6 +17,7 @@ import heapq
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -53,6 +54,7 @@ class SyntheticSpec:
     pods: int = 4000
     target_load: float = 1.1
     mean_lifetime_s: float = 3600.0
+    checkpoint: str | None = None  # the learned policy's checkpoint (profile gnn)
 
 
 @dataclass
@@ -110,7 +112,10 @@ def run_synthetic(spec: SyntheticSpec, progress: Callable[[int, int], None] | No
     rng = np.random.default_rng(spec.seed)
     nodes = synthetic_nodes(spec.nodes, rng)
     state = ClusterState(nodes)
-    profile = build_profile(spec.policy, ProfileContext(rng=np.random.default_rng(spec.seed)))
+    checkpoint = Path(spec.checkpoint) if spec.checkpoint else None
+    profile = build_profile(
+        spec.policy, ProfileContext(rng=np.random.default_rng(spec.seed), checkpoint=checkpoint)
+    )
     shape_weights = np.array([w for *_, w in POD_SHAPES], float)
     shape_weights /= shape_weights.sum()
     mean_cpu = sum(c * w for (c, _, _), w in zip(POD_SHAPES, shape_weights, strict=True))

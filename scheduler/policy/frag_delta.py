@@ -1,0 +1,112 @@
+"""Continuous fragmentation change of placing a pod on each node.
+
+FGD ranks nodes by ``trunc(100 * sigmoid(-dF / 1000))``: the integer hides most of
+dF (one point is ~40 milli-GPU near zero), and the many ties fall to node order. The
+learned policy sees dF itself:
+
+    dF(node) = F(node after placing the pod) - F(node now)     (milli-GPU, float)
+
+For a GPU share, every GPU with room is tried and the node keeps the GPU with the
+smallest dF (ties to the lowest index); that GPU is also the one the pod gets. Whole
+GPUs go to the lowest-index free GPUs, as FGD places them; a CPU-only pod changes F
+through the CPU it takes.
+
+Values are cached per pod shape and node version, like ``FgdScore``: between two pods
+of the same shape only the nodes that changed are computed again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from scheduler.plugins.scores.fgd import NodeFragCache
+from scheduler.plugins.scores.fgd_common import cpu_left
+from scheduler.state.cluster_state import ClusterState, IntArray
+from scheduler.state.fragmentation import FragmentationModel, PodShape, TypicalPods
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass
+class _Entry:
+    version: IntArray
+    delta: FloatArray
+    gpu: IntArray
+
+
+def _whole_gpu_state(free: IntArray, shape: PodShape) -> IntArray:
+    """Free shares after taking ``gpu_count`` lowest-index GPUs with room."""
+    after = free.copy()
+    if shape.gpu_count:
+        room = after >= shape.gpu_milli
+        taken = room & (np.cumsum(room, axis=1) <= shape.gpu_count)
+        after -= np.where(taken, shape.gpu_milli, 0)
+    return after
+
+
+class FragDelta:
+    """dF and the chosen GPU per node for one pod shape, cached by node version."""
+
+    def __init__(self, typical: TypicalPods) -> None:
+        self.model = FragmentationModel(typical)
+        self.node_frag = NodeFragCache(self.model)
+        self._cache: dict[PodShape, _Entry] = {}
+        self._state_serial = 0
+
+    def _entry(self, state: ClusterState, shape: PodShape) -> _Entry:
+        if state.serial != self._state_serial:
+            self._cache.clear()
+            self.node_frag = NodeFragCache(self.model)
+            self._state_serial = state.serial
+        n = len(state)
+        entry = self._cache.get(shape)
+        if entry is None or entry.version.size != n:
+            entry = _Entry(np.full(n, -1, np.int64), np.zeros(n), np.full(n, -1, np.int64))
+            self._cache[shape] = entry
+        return entry
+
+    def frag(self, state: ClusterState, nodes: IntArray) -> FloatArray:
+        """F of the nodes' current states (milli-GPU)."""
+        if state.serial != self._state_serial:
+            self._entry(state, PodShape(0, 0, 0))
+        return self.node_frag.frag(state, nodes)
+
+    def delta(self, state: ClusterState, shape: PodShape, nodes: IntArray) -> tuple[FloatArray, IntArray]:
+        """``(dF, gpu)`` for ``nodes``; ``gpu`` is the share's GPU (-1 for other pods)."""
+        entry = self._entry(state, shape)
+        stale = nodes[entry.version[nodes] != state.node_version[nodes]]
+        if stale.size:
+            before = self.node_frag.frag(state, stale)
+            if shape.gpu_count == 1 and 0 < shape.gpu_milli < 1000:
+                after, gpu = self._share(state, shape, stale)
+            else:
+                after = self._whole(state, shape, stale)
+                gpu = np.full(stale.size, -1, np.int64)
+            entry.delta[stale] = after - before
+            entry.gpu[stale] = gpu
+            entry.version[stale] = state.node_version[stale]
+        return entry.delta[nodes], entry.gpu[nodes]
+
+    def _share(self, state: ClusterState, shape: PodShape, nodes: IntArray) -> tuple[FloatArray, IntArray]:
+        free = state.gpu_free_milli[nodes]
+        batch, gpus = free.shape
+        hypothetical = np.repeat(free[:, None, :], gpus, axis=1)
+        diagonal = np.arange(gpus)
+        hypothetical[:, diagonal, diagonal] -= shape.gpu_milli
+        cpu = np.repeat(cpu_left(state, nodes) - shape.cpu_milli, gpus)
+        models = np.repeat(state.gpu_model_id[nodes], gpus)
+        after = self.model.frag_amount(
+            cpu, hypothetical.reshape(batch * gpus, gpus), models, state.gpu_models
+        ).reshape(batch, gpus)
+        after = np.where(free >= shape.gpu_milli, after, np.inf)
+        best = after.argmin(axis=1)
+        return after[np.arange(batch), best], best
+
+    def _whole(self, state: ClusterState, shape: PodShape, nodes: IntArray) -> FloatArray:
+        after = _whole_gpu_state(state.gpu_free_milli[nodes], shape)
+        return self.model.frag_amount(
+            cpu_left(state, nodes) - shape.cpu_milli, after, state.gpu_model_id[nodes], state.gpu_models
+        )

@@ -1,0 +1,140 @@
+"""The graph builder on a hand-sized cluster: golden features, the mask, the edges."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scheduler.plugins.registry import default_filters
+from scheduler.policy.graph import (
+    NODE_FEATURES,
+    PAIR_FEATURES,
+    POD_FEATURES,
+    GraphBuilder,
+    action_mask,
+    feasible_nodes,
+    structure_edges,
+)
+from scheduler.state.fragmentation import PodShape, TypicalPods
+from tests.builders import make_node, make_pod, make_state
+
+TYPICAL = TypicalPods((PodShape(4000, 500, 1),), (1.0,))
+
+
+def small_state():  # type: ignore[no-untyped-def]
+    """n1: 16 cores, 64Gi, 2 T4 (a 500 share and 4 cores taken); n2: 32 cores, 128Gi,
+    4 T4, empty; n3: 8 cores, 16Gi, no GPU."""
+    nodes = [
+        make_node("n1", cpu="16", memory="64Gi", gpus=2, model="T4"),
+        make_node("n2", cpu="32", memory="128Gi", gpus=4, model="T4"),
+        make_node("n3", cpu="8", memory="16Gi"),
+    ]
+    placed = make_pod("placed", cpu="4", memory="8Gi", gpus=1, gpu_milli=500)
+    return make_state(nodes, [(placed, "n1")])
+
+
+def named(names: tuple[str, ...], row: np.ndarray) -> dict[str, float]:  # type: ignore[type-arg]
+    return {name: float(value) for name, value in zip(names, row, strict=True)}
+
+
+def test_node_features_of_a_partly_used_node() -> None:
+    state = small_state()
+    features = named(NODE_FEATURES, GraphBuilder(TYPICAL).node_features(state)[0])
+    expected = {
+        "cpu_capacity": 16 / 128,
+        "memory_capacity": 64 / 1024,
+        "gpu_capacity": 2 / 8,
+        "cpu_free": 12 / 16,  # 4 of 16 cores taken
+        "memory_free": 56 / 64,
+        "gpu_free": 1500 / 2000,  # a 500 share on GPU 0
+        "cpu_left": 12 / 128,
+        "gpus_fully_free": 1 / 8,
+        "gpu_partial_free": 500 / 8000,
+        "gpu_largest_partial": 0.5,
+        "cpu_per_idle_gpu": (12 / 1.5) / 16,  # 8 cores per idle GPU
+        "frag": 0.0,  # the typical 500 share fits on both GPUs: nothing stranded
+        "frag_rate": 0.0,
+        "model_access": 1.0,  # the typical pod takes any model
+        "model_share": 1.0,  # all 6 GPUs are T4s
+        "in_use": 1.0,
+        "order": 0.0,
+    }
+    assert features == pytest.approx(expected, abs=1e-6)
+
+
+def test_pair_and_pod_features_of_a_share() -> None:
+    state = small_state()
+    builder = GraphBuilder(TYPICAL)
+    pod = make_pod("new", cpu="2", memory="4Gi", gpus=1, gpu_milli=300)
+    pair_x, gpu = builder.pair_features(state, pod, np.array([0], np.int64))
+    # On GPU 0 (500 free) the share leaves 200 < 500 stranded: dF = +200. On GPU 1
+    # (fully free) 700 is left, the typical share still fits on both: dF = 0. GPU 1 wins.
+    assert gpu.tolist() == [1]
+    expected = {
+        "fgd_score": 0.50,  # trunc(100 * sigmoid(0))
+        "frag_delta": 0.0,
+        "cpu_left_after": 10 / 128,
+        "cpu_free_after": 10 / 16,
+        "memory_free_after": 52 / 64,
+        "gpu_free_after": 1200 / 2000,
+        "gpus_fully_free_after": 0.0,  # the share opens the last full GPU
+        "idle_gpus_after": 1.2 / 8,
+        "cpu_per_idle_gpu_after": (10 / 1.2) / 16,
+        "cpu_shortfall_3": 0.0,  # 3 * 1.2 = 3.6 cores kept <= 10 left
+        "cpu_shortfall_5": 0.0,
+        "cpu_shortfall_7": 0.0,
+        "cpu_shortfall_9": (9 * 1.2 - 10) / 16,  # 0.8 cores short
+        "cpu_shortfall_11": (11 * 1.2 - 10) / 16,  # 3.2 cores short
+        "share_gpu_left_after": 0.7,
+        "share_opens_gpu": 1.0,
+        "best_fit": 1 - (10 / 128 + 1200 / 8000) / 2,
+    }
+    assert named(PAIR_FEATURES, pair_x[0]) == pytest.approx(expected, abs=1e-6)
+    cluster_cores_per_gpu = (16 + 32 + 8) / 6
+    assert named(POD_FEATURES, builder.pod_features(pod, state)) == pytest.approx(
+        {
+            "cpu": 2 / 32,
+            "memory": 4 / 256,
+            "gpu_milli": 0.3,
+            "gpu_count": 1 / 8,
+            "is_share": 1.0,
+            "is_cpu_only": 0.0,
+            "has_model_constraint": 0.0,
+            "cpu_per_gpu": (2 / 0.3) / 16,
+            "workload_gpu_cpu_per_gpu": (4 / 0.5) / 16,  # the typical share: 4 cores per 0.5 GPU
+            "workload_cpu_only_per_gpu": 0.0,
+            "cluster_cpu_per_gpu": cluster_cores_per_gpu / 16,
+            "cpu_pressure": 8 / cluster_cores_per_gpu,
+        },
+        abs=1e-6,
+    )
+
+
+@pytest.mark.parametrize(
+    ("pod_kwargs", "feasible"),
+    [
+        pytest.param({"cpu": "1"}, ["n1", "n2", "n3"], id="a small CPU pod fits everywhere"),
+        pytest.param({"cpu": "13"}, ["n2"], id="13 cores: n1 has 12 left, n3 has 8"),
+        pytest.param({"cpu": "1", "gpus": 2}, ["n2"], id="two whole GPUs: n1 has one fully free"),
+        pytest.param({"cpu": "1", "gpus": 1, "gpu_milli": 600}, ["n1", "n2"], id="a 600 share: not on n3"),
+        pytest.param(
+            {"cpu": "1", "gpus": 1, "gpu_models": "V100M32"}, [], id="a model no node has: masked everywhere"
+        ),
+    ],
+)
+def test_the_mask_is_the_filters_verdict(pod_kwargs: dict[str, object], feasible: list[str]) -> None:
+    state = small_state()
+    pod = make_pod("p", **pod_kwargs)  # type: ignore[arg-type]
+    nodes = feasible_nodes(state, pod, default_filters())
+    assert [state.nodes[i].name for i in nodes] == feasible
+    assert action_mask(state, pod, default_filters()).tolist() == [n.name in feasible for n in state.nodes]
+
+
+def test_edges_link_nodes_of_the_same_shape_both_ways() -> None:
+    nodes = [make_node(f"g{i}", cpu="8", memory="32Gi", gpus=2, model="T4") for i in range(5)]
+    nodes.append(make_node("other", cpu="8", memory="32Gi", gpus=2, model="V100"))
+    edges = structure_edges(make_state(nodes), degree=2)
+    pairs = {(int(a), int(b)) for a, b in edges.T}
+    assert pairs == {(i, (i + 1) % 5) for i in range(5)} | {((i + 1) % 5, i) for i in range(5)}
+    assert all(5 not in pair for pair in pairs)  # the lone V100 node links to nothing
+    assert list(edges[1]) == sorted(edges[1])  # sorted by target, as the inference cache expects

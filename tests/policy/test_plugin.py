@@ -1,0 +1,186 @@
+"""The gnn plugin: the same scores offline and live, numpy inference equal to the
+torch model, FGD's decisions from an untrained scorer, and the profile by name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from scheduler.framework.profile import schedule_pod
+from scheduler.objects.node_manifest import node_from_manifest
+from scheduler.objects.pod_manifest import pod_from_manifest
+from scheduler.plugins.registry import ProfileContext, build_profile, default_filters
+from scheduler.policy.checkpoint import CheckpointError, save_checkpoint
+from scheduler.policy.graph import GraphBuilder, feasible_nodes
+from scheduler.policy.inference import CachedScorer, NumpyScorer
+from scheduler.policy.model import NodeScorer, ScorerConfig
+from scheduler.policy.plugin import GnnScore
+from scheduler.policy.scoring import integer_scores
+from scheduler.sim.replay import trace_typical_pods
+from scheduler.sim.trace import load_nodes, load_pods, trace_node_manifest, trace_pod_manifest
+from scheduler.state.cluster_state import ClusterState
+
+NODES = "sn,cpu_milli,memory_mib,gpu,model\n" + "".join(
+    f"n{i},{cpu},{mem},{gpus},{model}\n"
+    for i, (cpu, mem, gpus, model) in enumerate(
+        [(32000, 131072, 4, "T4"), (16000, 65536, 2, "T4"), (96000, 393216, 8, "G2"), (8000, 32768, 0, "")]
+        * 3
+    )
+)
+PODS = [
+    (4000, 8192, 1, 500),
+    (12000, 32768, 1, 1000),
+    (2000, 4096, 0, 0),
+    (6000, 12288, 1, 250),
+    (3000, 8192, 2, 1000),
+    (8000, 16384, 1, 810),
+    (1000, 2048, 1, 470),
+] * 6
+
+
+def write_trace(tmp_path: Path) -> tuple[Path, Path]:
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text(NODES)
+    pods = tmp_path / "pods.csv"
+    pods.write_text(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
+        + "".join(f"p{i:03d},{c},{m},{g},{gm}\n" for i, (c, m, g, gm) in enumerate(PODS))
+    )
+    return pods, nodes
+
+
+def random_scorer(seed: int = 3) -> NodeScorer:
+    """A scorer whose head and reserve term are not zero (an untrained one is FGD)."""
+    torch.manual_seed(seed)
+    model = NodeScorer(ScorerConfig(hidden=16, head_hidden=16, score_step=0.0))
+    with torch.no_grad():
+        for parameter in model.head.parameters():
+            parameter.normal_(0.0, 0.5)
+        assert model.reserve is not None
+        model.reserve.weight.fill_(1.5)
+    return model
+
+
+def test_replayed_and_live_states_give_identical_scores(tmp_path: Path) -> None:
+    """One golden case both ways: the plugin's scores inside a replay (state built from
+    trace rows, caches warm from every earlier pod) equal a fresh plugin's on a state
+    rebuilt from node and pod manifests, as the live operator builds it."""
+    pods_csv, nodes_csv = write_trace(tmp_path)
+    pods, nodes = load_pods(pods_csv), load_nodes(nodes_csv)
+    typical = trace_typical_pods(pods)
+    model = random_scorer()
+    replayed = ClusterState(nodes)
+    offline = GnnScore(model, typical)
+    profile = build_profile("best-fit", ProfileContext())
+    rng = np.random.default_rng(0)
+    for pod in pods[:-1]:
+        nodes_now = feasible_nodes(replayed, pod, default_filters())
+        if nodes_now.size:
+            offline.logits(replayed, pod, nodes_now)  # warms the caches as a replay does
+        decision = schedule_pod(replayed, pod, profile, rng)
+        if decision.scheduled:
+            replayed.place(pod, decision.node, decision.gpu_indices)
+
+    live = ClusterState(node_from_manifest(trace_node_manifest(n.name, *_node_row(n))) for n in nodes)
+    for placement in replayed.pods():
+        pod = placement.pod
+        manifest = trace_pod_manifest(
+            pod.name, pod.cpu_milli, pod.memory >> 20, pod.gpu.count, pod.gpu.milli_per_gpu
+        )
+        live.place(pod_from_manifest(manifest), placement.node, placement.gpu_indices)
+    last = pods[-1]
+    candidates = feasible_nodes(live, last, default_filters())
+    assert candidates.size > 1
+    assert np.array_equal(candidates, feasible_nodes(replayed, last, default_filters()))
+    offline_scores = offline.logits(replayed, last, candidates)
+    live_scores = GnnScore(model, typical).logits(live, last, candidates)
+    np.testing.assert_allclose(offline_scores, live_scores, rtol=0, atol=1e-4)
+    assert int(np.argmax(offline_scores)) == int(np.argmax(live_scores))
+
+
+def _node_row(node):  # type: ignore[no-untyped-def]
+    return (
+        node.allocatable["cpu"],
+        node.allocatable["memory"] >> 20,
+        node.gpu_count,
+        node.gpu_model,
+    )
+
+
+def test_numpy_inference_matches_the_torch_model(tmp_path: Path) -> None:
+    pods_csv, nodes_csv = write_trace(tmp_path)
+    pods, nodes = load_pods(pods_csv), load_nodes(nodes_csv)
+    model = random_scorer(5)
+    state = ClusterState(nodes)
+    builder = GraphBuilder(trace_typical_pods(pods))
+    cached = CachedScorer(NumpyScorer(model), builder)
+    rng = np.random.default_rng(1)
+    checked = 0
+    for pod in pods:
+        candidates = feasible_nodes(state, pod, default_filters())
+        if candidates.size == 0:
+            continue
+        fast = cached.logits(state, pod, candidates)
+        reference = GraphBuilder(builder.typical).build(state, pod, candidates)
+        with torch.no_grad():
+            slow = model(
+                torch.from_numpy(reference.node_x),
+                torch.from_numpy(reference.edge_index),
+                torch.from_numpy(candidates),
+                torch.from_numpy(reference.pair_x),
+                torch.from_numpy(reference.pod_x),
+            ).numpy()
+        np.testing.assert_allclose(fast, slow, rtol=1e-5, atol=1e-4)
+        checked += 1
+        node = int(candidates[rng.integers(candidates.size)])
+        gpus: tuple[int, ...] = ()
+        if pod.gpu.milli_per_gpu:
+            free = state.gpu_free_milli[node]
+            gpus = tuple(int(g) for g in np.flatnonzero(free >= pod.gpu.milli_per_gpu)[: pod.gpu.count])
+        state.place(pod, state.nodes[node].name, gpus)
+    assert checked > 20
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_an_untrained_scorer_decides_as_fgd(tmp_path: Path, seed: int) -> None:
+    """Zero head, zero reserve weight: the logit is FGD's score, ties to the first node."""
+    pods_csv, nodes_csv = write_trace(tmp_path)
+    pods, nodes = load_pods(pods_csv), load_nodes(nodes_csv)
+    typical = trace_typical_pods(pods)
+    folder = save_checkpoint(NodeScorer(ScorerConfig()), tmp_path / "zero")
+    order = np.random.default_rng(seed).permutation(len(pods))
+    states = {name: ClusterState(nodes) for name in ("fgd", "gnn")}
+    profiles = {
+        "fgd": build_profile("fgd", ProfileContext(typical_pods=typical)),
+        "gnn": build_profile("gnn", ProfileContext(typical_pods=typical, checkpoint=folder)),
+    }
+    rng = np.random.default_rng(0)
+    for index in order:
+        pod = pods[int(index)]
+        chosen = {}
+        for name, state in states.items():
+            decision = schedule_pod(state, pod, profiles[name], rng)
+            chosen[name] = decision.node
+            if decision.scheduled:
+                state.place(pod, decision.node, decision.gpu_indices)
+        assert chosen["gnn"] == chosen["fgd"], pod.name
+
+
+def test_the_profile_refuses_a_bad_checkpoint(tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError, match="no such checkpoint folder"):
+        build_profile("gnn", ProfileContext(checkpoint=tmp_path / "missing"))
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        pytest.param([1.0, 3.0, 2.0], [0, 100, 49], id="the best gets 100, the rest scale below"),
+        pytest.param([2.0, 5.0, 5.0], [0, 100, 100], id="ties for the best both get 100"),
+        pytest.param([4.0, 4.0], [100, 100], id="all equal: all 100"),
+    ],
+)
+def test_integer_scores_keep_the_choice(values: list[float], expected: list[int]) -> None:
+    assert integer_scores(np.array(values, np.float32)).tolist() == expected
