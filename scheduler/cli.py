@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from scheduler import __version__
 from scheduler.errors import SchedulerInputError
 from scheduler.k8s import cli as run_cli
+from scheduler.learn import cli as learn_cli
 from scheduler.sim import cli as sim_cli
 
 
@@ -20,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run_cli.register(commands)
     sim_cli.register(commands)
+    learn_cli.register(commands)
     return parser
 
 

@@ -1,0 +1,210 @@
+"""``rl-scheduler train`` and ``rl-scheduler evaluate``.
+
+``train`` runs the pipeline that produced the shipped checkpoint (imitation of the
+``fgd-reserve`` teacher, then evolution strategies on the saturated allocation), or
+one stage alone (``train imitation|es|ppo``). ``evaluate`` replays a checkpoint
+against the baselines and prints the same table, ``summary.json`` and plot as
+``simulate``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from scheduler.errors import SchedulerInputError
+from scheduler.learn.args import add_dataclass_arguments, from_namespace
+from scheduler.learn.options import EsArgs, ImitationArgs, PipelineArgs, PpoArgs
+from scheduler.sim import report
+from scheduler.sim.catalog import pod_list_path
+from scheduler.sim.cli import FGD_BASELINES, _advance, parse_seeds
+
+LEARNED = "gnn"
+TEACHER = "fgd-reserve"
+
+
+def run_pipeline(args: PipelineArgs) -> Path:
+    from scheduler.learn import es, imitation  # noqa: PLC0415 - torch loads only for training
+
+    started = time.time()
+    imitated = imitation.main(
+        ImitationArgs(
+            traces=args.traces,
+            episodes_per_trace=args.imitation_episodes_per_trace,
+            epochs=args.imitation_epochs,
+            seed=args.seed,
+            out=args.out / "imitation",
+            quiet=args.quiet,
+        )
+    )
+    remaining = max(60.0, args.time_limit_s - (time.time() - started))
+    final = es.main(
+        EsArgs(
+            init=imitated,
+            traces=args.traces,
+            node_fraction=args.es_node_fraction,
+            generations=args.es_generations,
+            pairs=args.es_pairs,
+            seed=args.seed,
+            workers=args.workers,
+            time_limit_s=remaining,
+            out=args.out / "es",
+            quiet=args.quiet,
+        )
+    )
+    target = args.out / "checkpoint"
+    target.mkdir(parents=True, exist_ok=True)
+    manifest = json.loads((final / "manifest.json").read_text())
+    manifest["training"]["pipeline_seconds"] = round(time.time() - started, 1)
+    manifest["training"]["pipeline_command"] = "rl-scheduler train pipeline " + " ".join(
+        f"--{k.replace('_', '-')} {','.join(map(str, v)) if isinstance(v, tuple) else v}"
+        for k, v in vars(args).items()
+        if k not in ("quiet",)
+    )
+    (target / "model.safetensors").write_bytes((final / "model.safetensors").read_bytes())
+    (target / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return target
+
+
+def register(commands: Any) -> None:
+    train: argparse.ArgumentParser = commands.add_parser(
+        "train",
+        help="train the learned policy (imitation, then evolution strategies; or PPO)",
+        description=__doc__,
+    )
+    stages = train.add_subparsers(dest="stage", metavar="STAGE")
+
+    for name, cls, text in (
+        ("pipeline", PipelineArgs, "imitation then ES: how the shipped checkpoint was trained (default)"),
+        ("imitation", ImitationArgs, "imitate the fgd-reserve teacher"),
+        ("es", EsArgs, "evolution strategies on the saturated allocation from a checkpoint"),
+        ("ppo", PpoArgs, "PPO with action masking (actor-critic)"),
+    ):
+        stage = stages.add_parser(name, help=text)
+        add_dataclass_arguments(stage, cls)
+        stage.set_defaults(handler=_train, args_class=cls)
+    train.set_defaults(handler=_train, args_class=None)
+
+    evaluate: argparse.ArgumentParser = commands.add_parser(
+        "evaluate",
+        help="replay a checkpoint against the baselines",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    evaluate.add_argument(
+        "--checkpoint", type=Path, default=None, help="checkpoint folder (default: the one shipped)"
+    )
+    evaluate.add_argument(
+        "--trace", action="append", help="openb trace name or CSV path; repeatable [default]"
+    )
+    evaluate.add_argument(
+        "--policy",
+        action="append",
+        help=f"baselines beside gnn; repeatable [{', '.join(('default', *FGD_BASELINES))}]",
+    )
+    evaluate.add_argument("--teacher", action="store_true", help=f"also replay the {TEACHER} teacher")
+    evaluate.add_argument("--seeds", type=parse_seeds, default=parse_seeds("42-51"), help="seeds")
+    evaluate.add_argument(
+        "--synthetic", action="store_true", help="the synthetic CPU/memory workload instead of traces"
+    )
+    evaluate.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="parallel processes")
+    evaluate.add_argument("--out", type=Path, default=Path("runs/evaluate"), help="folder for the outputs")
+    evaluate.add_argument(
+        "--record", action="store_true", help="write the results into the checkpoint's manifest.json"
+    )
+    evaluate.add_argument("--quiet", action="store_true", help="no progress bar")
+    evaluate.set_defaults(handler=_evaluate)
+
+
+def _train(args: argparse.Namespace) -> int:
+    cls = args.args_class or PipelineArgs
+    if args.args_class is None:
+        # ``rl-scheduler train`` with no stage: the pipeline with its defaults.
+        options: Any = PipelineArgs()
+    else:
+        options = from_namespace(cls, args)
+    started = time.time()
+    if cls is PipelineArgs:
+        folder = run_pipeline(options)
+    else:
+        from scheduler.learn import es, imitation, ppo  # noqa: PLC0415
+
+        if cls is ImitationArgs:
+            folder = imitation.main(options)
+        elif cls is EsArgs:
+            folder = es.main(options)
+        else:
+            folder = ppo.main(options)
+    minutes = (time.time() - started) / 60
+    print(f"wrote {folder} ({minutes:.1f} min)")
+    return 0
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from scheduler.learn import evaluate as evaluation  # noqa: PLC0415
+    from scheduler.policy.checkpoint import default_checkpoint_path, load_checkpoint  # noqa: PLC0415
+
+    if args.workers < 1:
+        raise SchedulerInputError("evaluate", "--workers", f"must be at least 1, got {args.workers}")
+    checkpoint = args.checkpoint or default_checkpoint_path()
+    load_checkpoint(checkpoint)  # refuse a bad checkpoint before starting workers
+    baselines = args.policy or ["default", *FGD_BASELINES]
+    policies = [LEARNED, *(p for p in baselines if p != LEARNED)]
+    if args.teacher:
+        policies.append(TEACHER)
+    with tqdm(total=None, unit="pod", disable=args.quiet, desc="evaluate") as bar:
+        if args.synthetic:
+            policies = [p for p in policies if p not in FGD_BASELINES]  # they need GPUs
+            _, summary = evaluation.evaluate_synthetic(
+                policies, args.seeds, checkpoint, args.workers, on_pods=_advance(bar)
+            )
+            print(report.synthetic_table(summary))
+        else:
+            traces = args.trace or ["default"]
+            for trace in traces:
+                pod_list_path(trace)
+            results, summary = evaluation.evaluate_traces(
+                traces, policies, args.seeds, checkpoint, args.workers, on_pods=_advance(bar)
+            )
+            print(report.table(summary))
+            report.plot(results, args.out / "curves.png")
+            summary["headline"] = evaluation.headline(summary)
+    summary["checkpoint"] = str(checkpoint)
+    report.write_summary(summary, args.out / "summary.json")
+    print(
+        f"wrote {args.out / 'summary.json'}" + ("" if args.synthetic else f" and {args.out / 'curves.png'}")
+    )
+    if args.record:
+        key = "synthetic" if args.synthetic else "traces"
+        _, manifest = _read(checkpoint)
+        evaluation_record = dict(manifest.get("evaluation") or {})
+        evaluation_record[key] = replace_none(summary)
+        path = evaluation.record_in_manifest(checkpoint, evaluation_record)
+        print(f"recorded the results in {path}")
+    return 0
+
+
+def _read(checkpoint: Path) -> tuple[Path, dict[str, Any]]:
+    from scheduler.policy.checkpoint import read_manifest  # noqa: PLC0415
+
+    return read_manifest(checkpoint)
+
+
+def replace_none(summary: dict[str, Any]) -> dict[str, Any]:
+    """The summary without per-seed detail (kept in summary.json), for the manifest."""
+    out = dict(summary)
+    traces = out.get("traces")
+    if isinstance(traces, dict):
+        out["traces"] = {
+            trace: {
+                policy: {k: v for k, v in entry.items() if k != "per_seed"}
+                for policy, entry in policies.items()
+            }
+            for trace, policies in traces.items()
+        }
+    return out

@@ -1,0 +1,111 @@
+"""Evaluation of a checkpoint against the baselines: the same replays, table,
+``summary.json`` and plot as ``rl-scheduler simulate``, with the learned policy
+(profile ``gnn``) built from the given checkpoint."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from scheduler.policy.checkpoint import MANIFEST_FILE, read_manifest
+from scheduler.sim import report
+from scheduler.sim.replay import ReplaySpec
+from scheduler.sim.sweep import RunResult, run_sweep, run_synthetic_spec, run_trace
+from scheduler.sim.synthetic import SyntheticResult, SyntheticSpec
+
+LEARNED = "gnn"
+
+
+def run_policy_trace(spec: ReplaySpec, progress: Callable[[int, int], None] | None = None) -> RunResult:
+    """``run_trace`` in a worker that also knows the training teacher's profile."""
+    import scheduler.learn.teacher  # noqa: F401, PLC0415 - registers fgd-reserve in this process
+
+    return run_trace(spec, progress)
+
+
+def run_policy_synthetic(
+    spec: SyntheticSpec, progress: Callable[[int, int], None] | None = None
+) -> SyntheticResult:
+    import scheduler.learn.teacher  # noqa: F401, PLC0415 - registers fgd-reserve in this process
+
+    return run_synthetic_spec(spec, progress)
+
+
+def trace_specs(
+    traces: Sequence[str], policies: Sequence[str], seeds: Sequence[int], checkpoint: Path | None
+) -> list[ReplaySpec]:
+    where = str(checkpoint) if checkpoint is not None else None
+    return [
+        ReplaySpec(trace, policy, seed, checkpoint=where if policy == LEARNED else None)
+        for trace in traces
+        for policy in policies
+        for seed in seeds
+    ]
+
+
+def evaluate_traces(
+    traces: Sequence[str],
+    policies: Sequence[str],
+    seeds: Sequence[int],
+    checkpoint: Path | None,
+    workers: int,
+    on_pods: Callable[[int], None] | None = None,
+) -> tuple[list[RunResult], dict[str, Any]]:
+    specs = trace_specs(traces, policies, seeds, checkpoint)
+    results = run_sweep(specs, run_policy_trace, workers, on_pods=on_pods)
+    return results, report.summarise(results)
+
+
+def evaluate_synthetic(
+    policies: Sequence[str],
+    seeds: Sequence[int],
+    checkpoint: Path | None,
+    workers: int,
+    nodes: int = 40,
+    pods: int = 4000,
+    load: float = 1.1,
+    on_pods: Callable[[int], None] | None = None,
+) -> tuple[list[SyntheticResult], dict[str, Any]]:
+    where = str(checkpoint) if checkpoint is not None else None
+    specs = [
+        SyntheticSpec(
+            policy,
+            seed,
+            nodes=nodes,
+            pods=pods,
+            target_load=load,
+            checkpoint=where if policy == LEARNED else None,
+        )
+        for policy in policies
+        for seed in seeds
+    ]
+    results = run_sweep(specs, run_policy_synthetic, workers, on_pods=on_pods)
+    return results, report.summarise_synthetic(results)
+
+
+def headline(summary: dict[str, Any], baseline: str = "fgd") -> dict[str, Any]:
+    """Per trace: the learned policy's and the baseline's medians and the difference."""
+    out: dict[str, Any] = {}
+    for trace, policies in summary.get("traces", {}).items():
+        mine, theirs = policies.get(LEARNED), policies.get(baseline)
+        if not mine or not theirs:
+            continue
+        row: dict[str, Any] = {}
+        for key in ("gpu_alloc_100", "gpu_alloc_130"):
+            ours, base = mine.get(key), theirs.get(key)
+            row[key] = ours
+            row[f"{baseline}_{key}"] = base
+            row[f"delta_{key}"] = None if ours is None or base is None else round(ours - base, 2)
+        out[trace] = row
+    return out
+
+
+def record_in_manifest(checkpoint: Path, evaluation: dict[str, Any]) -> Path:
+    """Store ``evaluation`` in the checkpoint's manifest (the weights are untouched)."""
+    folder, manifest = read_manifest(checkpoint)
+    manifest["evaluation"] = evaluation
+    path = folder / MANIFEST_FILE
+    path.write_text(json.dumps(manifest, indent=2) + "\n")
+    return path
