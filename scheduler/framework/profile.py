@@ -62,6 +62,15 @@ class Decision:
     pre_filter_message: str = ""
     # Seconds spent per extension point (filter, score), for metrics.
     timings: dict[str, float] = field(default_factory=dict)
+    # Total score of each feasible node (aligned with ``feasible``), when scored.
+    scores: npt.NDArray[np.int64] | None = None
+
+    def top_scores(self, state: ClusterState, count: int = 8) -> list[tuple[str, int]]:
+        """The best ``count`` nodes by total score, for the experience log."""
+        if self.scores is None or self.scores.size == 0:
+            return [(self.node, 0)] if self.scheduled else []
+        best = np.argsort(-self.scores, kind="stable")[:count]
+        return [(state.nodes[int(self.feasible[i])].name, int(self.scores[i])) for i in best]
 
     @property
     def scheduled(self) -> bool:
@@ -148,7 +157,9 @@ def schedule_pod(
     if nodes.size == 1 or not profile.scores:
         choice = 0
     else:
-        choice = select_node(total_scores(ctx, profile.scores, nodes), profile.tie_break, rng)
+        totals = total_scores(ctx, profile.scores, nodes)
+        choice = select_node(totals, profile.tie_break, rng)
+        decision.scores = totals
     scored = time.perf_counter()
     decision.timings["Score"] = scored - filtered
     decision.node_index = int(nodes[choice])

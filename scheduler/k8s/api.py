@@ -115,10 +115,7 @@ class KubeApi:
             response: Any = await self.call(
                 self.core.create_namespaced_pod_binding, pod.name, pod.namespace, body, _preload_content=False
             )
-            # Read the answer before the connection goes back to the pool: an unread
-            # body would be taken for the next request's response on that connection.
-            response.read()
-            response.release_conn()
+            _discard(response)
             return BindResult(BindOutcome.BOUND)
         except ApiException as error:
             detail = _reason(error)
@@ -167,9 +164,16 @@ class KubeApi:
             ),
         )
         try:
-            await self.call(
-                self.events.create_namespaced_event, pod.namespace, event, limiter=self.event_limiter
+            # The created Event is of no use to us; parsing it into a model costs about
+            # as much CPU as sending it.
+            response: Any = await self.call(
+                self.events.create_namespaced_event,
+                pod.namespace,
+                event,
+                limiter=self.event_limiter,
+                _preload_content=False,
             )
+            _discard(response)
         except ApiException as error:
             log.info("event for pod %s not posted: %s", pod.key, _reason(error))
         except Exception as error:  # reporting never takes the scheduler down
@@ -191,12 +195,22 @@ class KubeApi:
             }
         }
         try:
-            await self.call(self.core.patch_namespaced_pod_status, pod.name, pod.namespace, patch)
+            response: Any = await self.call(
+                self.core.patch_namespaced_pod_status, pod.name, pod.namespace, patch, _preload_content=False
+            )
+            _discard(response)
         except ApiException as error:
             if error.status != 404:
                 log.info("condition for pod %s not set: %s", pod.key, _reason(error))
         except Exception as error:
             log.info("condition for pod %s not set: %s: %s", pod.key, type(error).__name__, error)
+
+
+def _discard(response: Any) -> None:
+    """Read an unparsed answer before its connection goes back to the pool: an unread
+    body would be taken for the next request's response on that connection."""
+    response.read()
+    response.release_conn()
 
 
 def _reason(error: ApiException) -> str:

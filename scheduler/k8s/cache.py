@@ -145,6 +145,11 @@ class SchedulerCache:
             return self._on_bound(key, node_name, manifest)
         if (spec.get("schedulerName") or "default-scheduler") != self.scheduler_name:
             return PodEvent(PodChange.IGNORED, key)
+        if self._is_assumed(key, manifest):
+            # A view from before our bind (a late watch event, a listing): the pod is
+            # placed already, and queueing it again would schedule it twice
+            # (kube-scheduler skips assumed pods too).
+            return PodEvent(PodChange.IGNORED, key)
         if (manifest.get("metadata") or {}).get("deletionTimestamp"):
             return PodEvent(PodChange.GONE, key)
         try:
@@ -175,6 +180,15 @@ class SchedulerCache:
         else:
             self._place(pod, node_name, gpus)
         return PodEvent(PodChange.BOUND, key, pod)
+
+    def _is_assumed(self, key: str, manifest: Mapping[str, Any]) -> bool:
+        """We are binding (or bound) this very pod: same key, and the same UID when
+        both are known (a pod recreated under the same name is a new pod)."""
+        if key not in self.assumed or key not in self.state.placements:
+            return False
+        uid = (manifest.get("metadata") or {}).get("uid") or ""
+        assumed_uid = self.state.placements[key].pod.uid
+        return not uid or not assumed_uid or uid == assumed_uid
 
     def _place(self, pod: Pod, node_name: str, gpus: tuple[int, ...] | None) -> None:
         needed = pod.gpu.count if pod.gpu.milli_per_gpu else 0

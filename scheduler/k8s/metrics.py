@@ -142,6 +142,17 @@ class Metrics:
             "Pods that opted in but whose spec cannot be scheduled as written (reported and skipped).",
             registry=r,
         )
+        self.experience_records = Counter(
+            "rl_scheduler_experience_records_total",
+            "Decision and departure records written to the experience log (fsynced).",
+            registry=r,
+        )
+        self.experience_dropped = Counter(
+            "rl_scheduler_experience_dropped_total",
+            "Experience records dropped instead of slowing scheduling: queue_full, disk_full, write_error.",
+            ["reason"],
+            registry=r,
+        )
         self.is_leader = Gauge(
             "rl_scheduler_leader",
             "1 while this replica holds the scheduler's Lease and binds pods.",

@@ -36,6 +36,22 @@ def _event_type(event: Mapping[str, Any]) -> str:
     return str(event.get("type") or "ADDED")
 
 
+class NoDiffBase(kopf.DiffBaseStorage):
+    """Event handlers compare nothing with a last-handled state, yet kopf builds a diff
+    base for every event: a deep copy of the whole body (plus a cleaned copy of it),
+    which cost more than our handler itself (about half of kopf's per-event time
+    when 1,000 pods are bound at once). An empty essence skips that work."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:  # noqa: ARG002
+        return kopf.BodyEssence()
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:  # noqa: ARG002
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:  # noqa: ARG002
+        return None
+
+
 def build_registry(runtime: SchedulerRuntime, configuration: client.Configuration) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
 
@@ -47,6 +63,7 @@ def build_registry(runtime: SchedulerRuntime, configuration: client.Configuratio
         settings.watching.client_timeout = 330
         settings.networking.request_timeout = 60
         settings.scanning.disabled = True
+        settings.persistence.diffbase_storage = NoDiffBase()
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:
@@ -125,6 +142,8 @@ async def run(settings: Settings) -> None:
         ),
     ]
     try:
+        if runtime.experience is not None:
+            runtime.experience.start()
         await runtime.list_and_apply()
         log.info(
             "cache synced: %d nodes, %d pods placed",
@@ -156,6 +175,8 @@ async def run(settings: Settings) -> None:
                 task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await web_runner.cleanup()
+        if runtime.experience is not None:
+            runtime.experience.close()
         api.close()
 
 

@@ -27,6 +27,7 @@ from scheduler.framework.profile import Profile
 from scheduler.k8s.metrics import Metrics
 from scheduler.k8s.settings import LEARNED_PROFILES, Settings
 from scheduler.objects.pod import Pod
+from scheduler.online.store import PolicyStore
 from scheduler.plugins.registry import ProfileContext, build_profile
 from scheduler.sim.catalog import pod_list_path
 from scheduler.sim.trace import load_pods
@@ -37,17 +38,16 @@ log = logging.getLogger(__name__)
 
 def checkpoint_fingerprint(path: Path | None) -> tuple[str, float] | None:
     """Identifies the checkpoint to load: a folder with ``manifest.json``, or the
-    newest version folder (by name) inside a folder of versions."""
+    ``current`` version of a policy store the trainer publishes to."""
     if path is None or not path.is_dir():
         return None
-    if (path / "manifest.json").is_file():
-        chosen = path
-    else:
-        versions = sorted(p for p in path.iterdir() if (p / "manifest.json").is_file())
-        if not versions:
-            return None
-        chosen = versions[-1]
-    return str(chosen), (chosen / "manifest.json").stat().st_mtime
+    chosen = path if (path / "manifest.json").is_file() else PolicyStore(path).current_path()
+    if chosen is None:
+        return None
+    try:
+        return str(chosen), (chosen / "manifest.json").stat().st_mtime
+    except OSError:
+        return str(chosen), 0.0
 
 
 @dataclass

@@ -26,6 +26,7 @@ from scheduler.k8s.queue import QueuedPod, QueueName, SchedulingQueue
 from scheduler.k8s.reporting import SCHEDULER_ERROR, Reporter
 from scheduler.k8s.settings import Settings
 from scheduler.objects.pod import Pod
+from scheduler.online.experience import ExperienceLog
 from scheduler.state.cluster_state import CPU_COLUMN, MEMORY_COLUMN
 from scheduler.state.fragmentation import FragmentationModel
 
@@ -48,6 +49,12 @@ class SchedulerRuntime:
         self.synced = asyncio.Event()
         self._wake = asyncio.Event()
         self._binds: set[asyncio.Task[None]] = set()
+        self.experience: ExperienceLog | None = None
+        if settings.experience_dir is not None:
+            cap = settings.experience_max_mb * 2**20
+            segment = max(cap // 16, 2**16)
+            self.experience = ExperienceLog(settings.experience_dir, max_bytes=cap, segment_bytes=segment)
+        self._experience_seen: dict[str, int] = {}
 
     # ---- watch events ---------------------------------------------------------
 
@@ -74,6 +81,8 @@ class SchedulerRuntime:
                 self.reporter.forget(event.key)
             if event.frees_resources:
                 self._cluster_changed("AssignedPodDelete")
+                if self.experience is not None:
+                    self.experience.append({"kind": "departure", "t": time.time(), "pod": event.key})
 
     def _cluster_changed(self, event: str) -> None:
         moved = self.queue.move_all_to_active_or_backoff()
@@ -194,6 +203,7 @@ class SchedulerRuntime:
             self.metrics.sli_duration.labels(attempts_label(entry.attempts)).observe(
                 time.monotonic() - entry.first_seen
             )
+            self._record(decision)
             await self.reporter.scheduled(pod, decision.node)
             return
         self.cache.forget(pod.key)
@@ -208,6 +218,31 @@ class SchedulerRuntime:
         self.queue.failed(pod.key, frozenset({"DefaultBinder"}), unschedulable=False)
         self._wake.set()
         await self.reporter.failed(pod, f"binding rejected: {result.detail}", reason=SCHEDULER_ERROR)
+
+    def _record(self, decision: Decision) -> None:
+        """A decision for the trainer: the pod's shape, where it went, the runners-up."""
+        if self.experience is None:
+            return
+        pod, active = decision.pod, self.policy.active
+        self.experience.append(
+            {
+                "kind": "decision",
+                "t": time.time(),
+                "pod": pod.key,
+                "cpu_milli": pod.cpu_milli,
+                "memory": pod.memory,
+                "gpu_count": pod.gpu.count,
+                "gpu_milli": pod.gpu.milli_per_gpu,
+                "gpu_models": list(pod.gpu.models),
+                "node": decision.node,
+                "gpus": list(decision.gpu_indices),
+                "feasible": int(decision.feasible.size),
+                "top": decision.top_scores(self.cache.state),
+                "profile": active.profile.name,
+                "version": active.version,
+                "source": active.source,
+            }
+        )
 
     def _observe_cycle(self, decision: Decision, started: float) -> None:
         elapsed = time.perf_counter() - started
@@ -230,9 +265,23 @@ class SchedulerRuntime:
 
     # ---- gauges ---------------------------------------------------------------
 
+    def _publish_experience_counters(self) -> None:
+        if self.experience is None:
+            return
+        counts = {"written": self.experience.written, **self.experience.dropped}
+        for name, value in counts.items():
+            delta = value - self._experience_seen.get(name, 0)
+            if delta > 0:
+                if name == "written":
+                    self.metrics.experience_records.inc(delta)
+                else:
+                    self.metrics.experience_dropped.labels(name).inc(delta)
+            self._experience_seen[name] = value
+
     async def refresh_gauges(self) -> None:
         model = None
         while True:
+            self._publish_experience_counters()
             sizes = self.queue.sizes()
             for queue_name, size in sizes.items():
                 self.metrics.pending_pods.labels(queue_name.value).set(size)

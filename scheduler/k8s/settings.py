@@ -78,6 +78,12 @@ class Settings(BaseSettings):
     resync_s: float = Field(
         120.0, gt=0, description="how often to list the cluster and drop what watches missed"
     )
+    experience_dir: Path | None = Field(
+        None, description="where decisions are logged for the trainer; off if unset"
+    )
+    experience_max_mb: int = Field(
+        256, ge=1, description="size cap of the experience log (oldest segments go)"
+    )
     typical_pods_trace: str = Field("default", description="openb trace whose mix seeds FGD's typical pods")
     typical_pods_window: int = Field(
         5000, ge=0, description="recent pod arrivals FGD's typical pods follow; 0: fixed"

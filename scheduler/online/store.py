@@ -1,0 +1,119 @@
+"""Published policy versions on the volume the trainer and the scheduler share.
+
+    <root>/v000001/           manifest.json + model.safetensors (a checkpoint)
+    <root>/v000002/
+    <root>/current -> v000002 the version the scheduler loads
+
+Publishing is atomic: the checkpoint is written into a hidden temporary folder,
+fsynced, renamed to its version name, and only then does ``current`` switch, by
+renaming a new symlink over the old one. A crash at any moment leaves either the old
+or the new ``current``, never a half-written checkpoint behind it; leftover
+temporary folders are ignored (and swept). Rollback points ``current`` back at the
+version before it. Versions are kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from scheduler.errors import SchedulerInputError
+
+CURRENT = "current"
+_VERSION = re.compile(r"v(\d{6})")
+
+
+class PolicyStoreError(SchedulerInputError):
+    pass
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(path: Path) -> None:
+    for item in path.rglob("*"):
+        if item.is_file():
+            with item.open("rb") as handle:
+                os.fsync(handle.fileno())
+    _fsync_dir(path)
+
+
+class PolicyStore:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def versions(self) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if _VERSION.fullmatch(p.name) and p.is_dir())
+
+    def current(self) -> str | None:
+        link = self.root / CURRENT
+        if link.is_symlink():
+            target = os.readlink(link)
+            if _VERSION.fullmatch(target) and (self.root / target).is_dir():
+                return target
+        versions = self.versions()
+        return versions[-1] if versions else None
+
+    def current_path(self) -> Path | None:
+        version = self.current()
+        return self.root / version if version else None
+
+    def publish(self, write: Callable[[Path], None]) -> str:
+        """``write(folder)`` fills a fresh folder with a checkpoint; it becomes the next
+        version and ``current``. Returns the version name."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.sweep()
+        versions = self.versions()
+        number = int(versions[-1][1:]) + 1 if versions else 1
+        version = f"v{number:06d}"
+        staging = self.root / f".{version}.tmp-{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+        write(staging)
+        _fsync_tree(staging)
+        os.rename(staging, self.root / version)
+        _fsync_dir(self.root)
+        self.point_current(version)
+        return version
+
+    def point_current(self, version: str) -> None:
+        if version not in self.versions():
+            raise PolicyStoreError(str(self.root), "version", f"no published version {version!r}")
+        temporary = self.root / f".{CURRENT}.tmp-{os.getpid()}"
+        with contextlib.suppress(FileNotFoundError):
+            temporary.unlink()
+        temporary.symlink_to(version)
+        os.rename(temporary, self.root / CURRENT)
+        _fsync_dir(self.root)
+
+    def rollback(self) -> str:
+        """Point ``current`` at the version published before it."""
+        current = self.current()
+        versions = self.versions()
+        if current is None or versions.index(current) == 0:
+            raise PolicyStoreError(str(self.root), CURRENT, "no earlier version to roll back to")
+        previous = versions[versions.index(current) - 1]
+        self.point_current(previous)
+        return previous
+
+    def sweep(self) -> None:
+        """Remove temporary folders a crash left behind."""
+        if self.root.is_dir():
+            for item in self.root.iterdir():
+                if item.name.startswith(".") and ".tmp-" in item.name:
+                    if item.is_dir() and not item.is_symlink():
+                        shutil.rmtree(item, ignore_errors=True)
+                    else:
+                        with contextlib.suppress(OSError):
+                            item.unlink()
