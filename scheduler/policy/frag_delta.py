@@ -91,19 +91,35 @@ class FragDelta:
         return entry.delta[nodes], entry.gpu[nodes]
 
     def _share(self, state: ClusterState, shape: PodShape, nodes: IntArray) -> tuple[FloatArray, IntArray]:
-        free = state.gpu_free_milli[nodes]
+        """F after the share takes each GPU with room; the best GPU per node. Only one
+        GPU changes per hypothesis, so the per-typical-pod counts are updated rather
+        than recounted (G times less work than ``frag_amount`` on every hypothesis,
+        the same floats)."""
+        model = self.model
+        free = state.gpu_free_milli[nodes]  # [B, G]
         batch, gpus = free.shape
-        hypothetical = np.repeat(free[:, None, :], gpus, axis=1)
-        diagonal = np.arange(gpus)
-        hypothetical[:, diagonal, diagonal] -= shape.gpu_milli
+        milli, count = model.typical.gpu_milli, model.typical.gpu_count  # [T]
+        fits = free[:, :, None] >= milli[None, None, :]  # [B, G, T]
+        small = np.where(fits, 0, free[:, :, None])  # free milli stranded for t, per GPU
+        after = free - shape.gpu_milli  # [B, G] the chosen GPU's free share after
+        fits_after = after[:, :, None] >= milli[None, None, :]
+        small_after = np.where(fits_after, 0, after[:, :, None])
+        hosts = fits.sum(axis=1)[:, None, :] - fits + fits_after  # [B, G, T]
+        stranded = small.sum(axis=1)[:, None, :] - small + small_after
+        idle = np.repeat(free.sum(axis=1) - shape.gpu_milli, gpus)
         cpu = np.repeat(cpu_left(state, nodes) - shape.cpu_milli, gpus)
         models = np.repeat(state.gpu_model_id[nodes], gpus)
-        after = self.model.frag_amount(
-            cpu, hypothetical.reshape(batch * gpus, gpus), models, state.gpu_models
+        frag = model.frag_from_counts(
+            cpu,
+            idle,
+            (hosts >= count[None, None, :]).reshape(batch * gpus, -1),
+            stranded.reshape(batch * gpus, -1),
+            models,
+            state.gpu_models,
         ).reshape(batch, gpus)
-        after = np.where(free >= shape.gpu_milli, after, np.inf)
-        best = after.argmin(axis=1)
-        return after[np.arange(batch), best], best
+        frag = np.where(free >= shape.gpu_milli, frag, np.inf)
+        best = frag.argmin(axis=1)
+        return frag[np.arange(batch), best], best
 
     def _whole(self, state: ClusterState, shape: PodShape, nodes: IntArray) -> FloatArray:
         after = _whole_gpu_state(state.gpu_free_milli[nodes], shape)

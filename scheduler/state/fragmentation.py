@@ -146,6 +146,24 @@ class FragmentationModel:
         fits_gpu = gpu_left[:, None, :] >= self._milli[None, :, None]  # [B, T, G]
         can_host = fits_gpu.sum(axis=2) >= self._count[None, :]  # [B, T]
         stranded = np.where(fits_gpu, 0, gpu_left[:, None, :]).sum(axis=2)  # [B, T]
+        return self.frag_from_counts(cpu_left, idle, can_host, stranded, model_id, gpu_models)
+
+    def frag_from_counts(
+        self,
+        cpu_left: IntArray,
+        idle: IntArray,
+        can_host: npt.NDArray[np.bool_],
+        stranded: IntArray,
+        model_id: IntArray,
+        gpu_models: Sequence[str],
+    ) -> FloatArray:
+        """F per state from per-typical-pod summaries: ``idle [B]`` free milli,
+        ``can_host [B, T]`` enough GPUs with room for shape t, ``stranded [B, T]`` free
+        milli on GPUs too small for t. Callers that update these incrementally (one
+        GPU changes) get the same floats as ``frag_amount``."""
+        batch = cpu_left.shape[0]
+        if not self._freq.size or batch == 0:
+            return np.zeros(batch, np.float64)
         cpu_ok = cpu_left[:, None] >= self._cpu[None, :]
         access = self._accessible(gpu_models)[:, model_id].T  # [B, T]; -1 picks "unknown"
 
