@@ -98,7 +98,7 @@ class Metrics:
         )
         self.policy_version = Gauge(
             "rl_scheduler_policy_version",
-            "Numeric version of the learned policy in use (0 while the heuristic fallback schedules).",
+            "Version N of the published policy vN in use; 0 for the shipped checkpoint or a heuristic.",
             registry=r,
         )
         self.policy_inference = Histogram(

@@ -111,11 +111,10 @@ class PolicyManager:
         self.metrics.policy_info.labels(
             self.active.profile.name, self.active.version, self.active.source
         ).set(1)
-        version = self.active.version if self.active.source == "policy" else "0"
-        try:
-            self.metrics.policy_version.set(float(version.lstrip("v").split("-")[0] or 0))
-        except ValueError:
-            self.metrics.policy_version.set(1)
+        # vN of a policy store counts N; the shipped checkpoint and heuristics count 0.
+        version = self.active.version
+        numeric = int(version[1:]) if self.active.source == "policy" and version[1:].isdigit() else 0
+        self.metrics.policy_version.set(numeric)
 
     def load(self) -> None:
         """(Re)build the configured profile; on a bad checkpoint, the fallback."""
@@ -143,7 +142,9 @@ class PolicyManager:
             log.error("policy not loaded, %s schedules instead: %s", self.settings.fallback_profile, error)
             self.active = self._fallback(str(error))
         else:
-            self.active = ActiveProfile(profile, "policy", getattr(profile, "version", "") or "shipped")
+            # A store's version folder names the version; the packaged checkpoint is "shipped".
+            version = Path(fingerprint[0]).name if fingerprint else "shipped"
+            self.active = ActiveProfile(profile, "policy", version)
             log.info("scheduling with %s policy %s", profile.name, self.active.version)
         self._publish()
 

@@ -1,0 +1,102 @@
+"""Loading the learned policy: a good checkpoint schedules, a bad one never does (the
+heuristic takes over and a metric says why), and a new version is picked up."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from scheduler.k8s.metrics import Metrics
+from scheduler.k8s.policy import PolicyManager, TypicalWorkload
+from scheduler.k8s.settings import load_settings
+from scheduler.online.store import PolicyStore
+from scheduler.policy.checkpoint import default_checkpoint_path
+
+WORKLOAD = TypicalWorkload("default", 0)
+
+
+def manager(checkpoint: Path | None) -> tuple[PolicyManager, Metrics]:
+    metrics = Metrics()
+    settings = load_settings(
+        profile="gnn", fallback_profile="fgd", checkpoint=checkpoint, policy_reload_s=0.01
+    )
+    return PolicyManager(settings, metrics, WORKLOAD), metrics
+
+
+def failures(metrics: Metrics) -> dict[str, float]:
+    samples = metrics.policy_load_failures.collect()[0].samples
+    return {s.labels["reason"]: s.value for s in samples if s.name.endswith("_total")}
+
+
+def test_the_shipped_checkpoint_schedules() -> None:
+    policy, metrics = manager(None)
+    assert (policy.active.source, policy.active.profile.name, policy.active.version) == (
+        "policy",
+        "gnn",
+        "shipped",
+    )
+    assert failures(metrics) == {}
+
+
+def corrupt_weights(folder: Path) -> None:
+    weights = folder / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    weights.write_bytes(bytes(data))
+
+
+def other_schema(folder: Path) -> None:
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["feature_schema_version"] = 999
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+def no_manifest(folder: Path) -> None:
+    (folder / "manifest.json").unlink()
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [(corrupt_weights, "sha256"), (other_schema, "feature_schema_version"), (no_manifest, "file")],
+    ids=["corrupted weights", "another feature schema", "no manifest"],
+)
+def test_a_bad_checkpoint_falls_back_to_the_heuristic(tmp_path: Path, damage: object, reason: str) -> None:
+    folder = tmp_path / "policy"
+    shutil.copytree(default_checkpoint_path(), folder)
+    damage(folder)  # type: ignore[operator]
+    policy, metrics = manager(folder)
+    assert (policy.active.source, policy.active.profile.name) == ("fallback", "fgd")
+    assert failures(metrics) == {reason: 1.0}
+
+
+def test_a_missing_checkpoint_falls_back(tmp_path: Path) -> None:
+    policy, metrics = manager(tmp_path / "absent")
+    assert policy.active.source == "fallback"
+    assert failures(metrics) == {"path": 1.0}
+
+
+def test_a_newly_published_version_is_loaded_without_a_restart(tmp_path: Path) -> None:
+    store = PolicyStore(tmp_path / "policies")
+    store.publish(lambda folder: shutil.copytree(default_checkpoint_path(), folder, dirs_exist_ok=True))
+    policy, _ = manager(store.root)
+    assert policy.active.version == "v000001"
+    store.publish(lambda folder: shutil.copytree(default_checkpoint_path(), folder, dirs_exist_ok=True))
+
+    asyncio.run(reload_until(policy, "v000002"))
+    assert (policy.active.source, policy.active.version) == ("policy", "v000002")
+    store.rollback()
+    asyncio.run(reload_until(policy, "v000001"))
+    assert policy.active.version == "v000001"
+
+
+async def reload_until(policy: PolicyManager, version: str) -> None:
+    watcher = asyncio.create_task(policy.watch())
+    for _ in range(200):
+        await asyncio.sleep(0.02)
+        if policy.active.version == version:
+            break
+    watcher.cancel()
