@@ -50,11 +50,21 @@ def checkpoint_fingerprint(path: Path | None) -> tuple[str, float] | None:
         return str(chosen), 0.0
 
 
+def failure_reason(field: str) -> str:
+    """A checkpoint error's field as a small set of metric label values."""
+    if field in ("path", "file"):
+        return "missing"
+    if field in ("format", "format_version", "feature_schema_version", "features", "model"):
+        return "incompatible"
+    return "corrupt"
+
+
 @dataclass
 class ActiveProfile:
     profile: Profile
     source: str  # "policy" or "fallback"
-    version: str
+    version: str  # vN of a policy store, "shipped", "heuristic", or "none" (fallback)
+    detail: str = ""  # why the fallback schedules
 
 
 class TypicalWorkload:
@@ -104,7 +114,7 @@ class PolicyManager:
 
     def _fallback(self, why: str) -> ActiveProfile:
         profile = build_profile(self.settings.fallback_profile, self._context())
-        return ActiveProfile(profile, "fallback", why)
+        return ActiveProfile(profile, "fallback", "none", why)
 
     def _publish(self) -> None:
         self.metrics.policy_info.clear()
@@ -127,6 +137,14 @@ class PolicyManager:
         fingerprint = checkpoint_fingerprint(self.settings.checkpoint)
         self._fingerprint = fingerprint
         checkpoint = Path(fingerprint[0]) if fingerprint else self.settings.checkpoint
+        if (
+            fingerprint is None
+            and checkpoint is not None
+            and checkpoint.is_dir()
+            and not any(checkpoint.iterdir())
+        ):
+            # An empty policy store (nothing published yet): start from the shipped policy.
+            checkpoint = None
         try:
             importlib.import_module("scheduler.policy")  # registers the learned profiles
             profile = build_profile(self.settings.profile, self._context(checkpoint))
@@ -137,8 +155,7 @@ class PolicyManager:
             )
             self.active = self._fallback(f"unavailable: {error}")
         except SchedulerInputError as error:
-            reason = error.field.split(".")[0] or "invalid"
-            self.metrics.policy_load_failures.labels(reason).inc()
+            self.metrics.policy_load_failures.labels(failure_reason(error.field)).inc()
             log.error("policy not loaded, %s schedules instead: %s", self.settings.fallback_profile, error)
             self.active = self._fallback(str(error))
         else:

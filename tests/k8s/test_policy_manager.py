@@ -61,7 +61,7 @@ def no_manifest(folder: Path) -> None:
 
 @pytest.mark.parametrize(
     ("damage", "reason"),
-    [(corrupt_weights, "sha256"), (other_schema, "feature_schema_version"), (no_manifest, "file")],
+    [(corrupt_weights, "corrupt"), (other_schema, "incompatible"), (no_manifest, "missing")],
     ids=["corrupted weights", "another feature schema", "no manifest"],
 )
 def test_a_bad_checkpoint_falls_back_to_the_heuristic(tmp_path: Path, damage: object, reason: str) -> None:
@@ -69,14 +69,25 @@ def test_a_bad_checkpoint_falls_back_to_the_heuristic(tmp_path: Path, damage: ob
     shutil.copytree(default_checkpoint_path(), folder)
     damage(folder)  # type: ignore[operator]
     policy, metrics = manager(folder)
-    assert (policy.active.source, policy.active.profile.name) == ("fallback", "fgd")
+    assert (policy.active.source, policy.active.profile.name, policy.active.version) == (
+        "fallback",
+        "fgd",
+        "none",
+    )
     assert failures(metrics) == {reason: 1.0}
 
 
 def test_a_missing_checkpoint_falls_back(tmp_path: Path) -> None:
     policy, metrics = manager(tmp_path / "absent")
     assert policy.active.source == "fallback"
-    assert failures(metrics) == {"path": 1.0}
+    assert failures(metrics) == {"missing": 1.0}
+
+
+def test_an_empty_policy_store_starts_from_the_shipped_policy(tmp_path: Path) -> None:
+    (tmp_path / "policies").mkdir()
+    policy, metrics = manager(tmp_path / "policies")
+    assert (policy.active.source, policy.active.version) == ("policy", "shipped")
+    assert failures(metrics) == {}
 
 
 def test_a_newly_published_version_is_loaded_without_a_restart(tmp_path: Path) -> None:
