@@ -12,7 +12,7 @@ BIN := $(VENV)/bin
 export PIP_CACHE_DIR ?= $(CURDIR)/.cache/pip
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup simulate test lint typecheck unit cluster-tests binaries clean
+.PHONY: setup simulate test lint typecheck unit cluster-tests binaries prometheus generate clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,20 +26,35 @@ simulate: setup
 	$(BIN)/rl-scheduler simulate --out runs/simulate
 
 binaries:
-	hack/build-binaries.sh kubernetes etcd kwok
+	hack/build-binaries.sh kubernetes etcd kwok helm
+
+# Debian's Prometheus evaluates every Grafana dashboard query in tests/deploy. CI runs as
+# root; elsewhere sudo. The test fails, never skips, when it is missing.
+prometheus:
+	@command -v prometheus >/dev/null || { \
+	  sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	  $$sudo apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends prometheus; }
+
+# The dashboard JSON, its ConfigMap and the plain manifests in deploy/ are generated from
+# hack/dashboard and the chart: run this after changing either (a test checks).
+generate: setup
+	PYTHONPATH=hack $(BIN)/python -m dashboard
+	PYTHONPATH=hack $(BIN)/python -m manifests
 
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/hadolint Dockerfile
 
 typecheck: setup
 	$(BIN)/mypy
 
 unit: setup
-	$(BIN)/pytest -m "not cluster" -n 2
+	$(BIN)/pytest -m "not cluster and not binaries" -n 2
 
-cluster-tests: setup binaries
-	$(BIN)/pytest -m cluster
+cluster-tests: setup binaries prometheus
+	$(BIN)/pytest -m "cluster or binaries"
 
 test: lint typecheck unit cluster-tests
 

@@ -1,0 +1,257 @@
+"""The Helm chart, rendered offline: lint, schema, the settings it writes, the pods'
+hardening, the RBAC rules, the options, and the files in deploy/ rendered from it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from manifests import MANIFESTS
+from manifests import render as render_manifests
+from scheduler.k8s.settings import Settings, load_settings
+from tests.deploy.chart import (
+    CHART,
+    REPO,
+    chart_values,
+    kinds,
+    only,
+    render,
+    set_flags,
+    settings_of,
+    template,
+)
+
+pytestmark = pytest.mark.binaries
+SHARED = "/var/lib/rl-scheduler"
+# Every option at once: what the chart can render beyond its defaults.
+EVERYTHING = {
+    "replicaCount": 2,
+    "trainer.enabled": True,
+    "sharedVolume.persistence.enabled": True,
+    "metrics.serviceMonitor.enabled": True,
+}
+
+
+def test_helm_lint_passes(helm: Path) -> None:
+    for values in ({}, EVERYTHING):
+        result = subprocess.run(
+            [str(helm), "lint", "--strict", str(CHART), *set_flags(values)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "0 chart(s) failed" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        pytest.param(
+            {"replicaCount": 2, "leaderElection.enabled": False},
+            "at '/leaderElection/enabled': value must be true",
+            id="two replicas without leader election",
+        ),
+        pytest.param({"settings.profile": "best"}, "at '/settings/profile'", id="unknown profile"),
+        pytest.param(
+            {"settings.fallback_profile": "gnn"}, "at '/settings/fallback_profile'", id="gnn fallback"
+        ),
+        pytest.param(
+            {"settings.scheduler_name": "x"}, "'scheduler_name' not allowed", id="chart-owned setting"
+        ),
+        pytest.param({"settings.client.qps": 0}, "at '/settings/client/qps'", id="zero qps"),
+        pytest.param({"metrics.port": 70000}, "at '/metrics/port'", id="port out of range"),
+        pytest.param({"image.pullPolicy": "Sometimes"}, "at '/image/pullPolicy'", id="bad pull policy"),
+        pytest.param({"schedulerName": "RL_Scheduler"}, "at '/schedulerName'", id="name not a DNS label"),
+        pytest.param({"replicas": 2}, "'replicas' not allowed", id="misspelt key"),
+    ],
+)
+def test_the_schema_refuses_bad_values(helm: Path, values: dict[str, Any], message: str) -> None:
+    result = template(helm, values)
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr
+
+
+def test_the_schema_knows_every_setting_the_operator_takes() -> None:
+    schema = yaml.safe_load((CHART / "values.schema.json").read_text())
+    in_schema = set(schema["properties"]["settings"]["properties"])
+    chart_owned = {"scheduler_name", "metrics_address", "leader_election"}
+    assert in_schema | chart_owned == set(Settings.model_fields)
+    assert set(schema["definitions"]["profile"]["enum"]) >= {"gnn", "fgd", "best-fit", "default"}
+    assert set(chart_values()["settings"]) <= in_schema
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        pytest.param({}, id="defaults"),
+        pytest.param(EVERYTHING, id="everything"),
+        pytest.param({"schedulerName": "gpu-packer", "settings.profile": "fgd"}, id="renamed heuristic"),
+    ],
+)
+def test_the_settings_file_is_one_the_operator_accepts(
+    helm: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, values: dict[str, Any]
+) -> None:
+    for key in [k for k in os.environ if k.startswith("RL_SCHEDULER_")]:
+        monkeypatch.delenv(key)
+    docs = render(helm, values, namespace="schedulers")
+    path = tmp_path / "settings.yaml"
+    path.write_text(yaml.safe_dump(settings_of(docs)))
+    settings = load_settings(path)
+    name = values.get("schedulerName", "rl-scheduler")
+    assert settings.scheduler_name == name
+    assert settings.leader_election.enabled
+    assert settings.leader_election.namespace == "schedulers"
+    assert settings.lease_name == name
+    # the Role may update exactly that Lease
+    role = only(docs, "Role", "-leader-election")
+    assert [r.get("resourceNames") for r in role["rules"]] == [None, [name]]
+    assert settings.metrics_address == "0.0.0.0:10260"
+    trainer = bool(values.get("trainer.enabled"))
+    # None: the policy shipped in the image, and no experience log
+    assert settings.checkpoint == (Path(SHARED, "policies") if trainer else None)
+    assert settings.experience_dir == (Path(SHARED, "experience") if trainer else None)
+
+
+def test_defaults_render_the_documented_objects(helm: Path) -> None:
+    assert kinds(render(helm)) == sorted(
+        [
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "ConfigMap",  # settings
+            "ConfigMap",  # dashboard
+            "Deployment",
+            "PodDisruptionBudget",
+            "Role",
+            "RoleBinding",
+            "Service",
+            "ServiceAccount",
+        ]
+    )
+    deployment = only(render(helm), "Deployment")
+    assert [c["name"] for c in deployment["spec"]["template"]["spec"]["containers"]] == ["scheduler"]
+    assert deployment["spec"]["template"]["spec"]["volumes"][2] == {
+        "name": "shared",
+        "emptyDir": {"sizeLimit": "2Gi"},
+    }
+
+
+def test_options_add_the_trainer_a_claim_and_a_service_monitor(helm: Path) -> None:
+    docs = render(helm, EVERYTHING)
+    assert {"PersistentVolumeClaim", "ServiceMonitor"} <= set(kinds(docs))
+    pod = only(docs, "Deployment")["spec"]["template"]["spec"]
+    assert [c["name"] for c in pod["containers"]] == ["scheduler", "trainer"]
+    assert pod["volumes"][2] == {"name": "shared", "persistentVolumeClaim": {"claimName": "rl-scheduler"}}
+    monitor = only(docs, "ServiceMonitor")
+    assert [e["port"] for e in monitor["spec"]["endpoints"]] == ["metrics", "trainer-metrics"]
+    existing = render(helm, {**EVERYTHING, "sharedVolume.persistence.existingClaim": "policies"})
+    assert "PersistentVolumeClaim" not in kinds(existing)
+    claim = only(existing, "Deployment")["spec"]["template"]["spec"]["volumes"][2]
+    assert claim["persistentVolumeClaim"] == {"claimName": "policies"}
+
+
+def test_every_container_is_hardened_and_shares_the_volume(helm: Path) -> None:
+    pod = only(render(helm, EVERYTHING), "Deployment")["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] != 0
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["serviceAccountName"] == "rl-scheduler"
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["tmp"] == {"name": "tmp", "emptyDir": {"sizeLimit": "512Mi"}}
+    for container in pod["containers"]:
+        context = container["securityContext"]
+        assert context["allowPrivilegeEscalation"] is False
+        assert context["readOnlyRootFilesystem"] is True
+        assert context["privileged"] is False
+        assert context["capabilities"] == {"drop": ["ALL"]}
+        mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+        # the only writable places: /tmp and the shared volume
+        assert mounts == {"/etc/rl-scheduler": "settings", "/tmp": "tmp", SHARED: "shared"}
+        env = {e["name"]: e for e in container["env"]}
+        assert env["HOME"]["value"].startswith("/tmp")
+        assert env["MPLCONFIGDIR"]["value"].startswith("/tmp")
+        namespace = env["RL_SCHEDULER_LEADER_ELECTION__NAMESPACE"]["valueFrom"]["fieldRef"]
+        assert namespace == {"fieldPath": "metadata.namespace"}
+    scheduler = pod["containers"][0]
+    assert scheduler["args"] == ["run", "--config", "/etc/rl-scheduler/settings.yaml"]
+    assert scheduler["ports"] == [{"name": "metrics", "containerPort": 10260, "protocol": "TCP"}]
+    assert scheduler["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+
+
+def test_rbac_is_what_the_scheduler_calls_and_no_more(helm: Path) -> None:
+    docs = render(helm)
+    rules = only(docs, "ClusterRole")["rules"]
+    granted = {
+        (group, resource, verb)
+        for rule in rules
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    assert granted == {
+        ("", "pods", "get"),  # after a bind whose answer was lost
+        ("", "pods", "list"),
+        ("", "pods", "watch"),
+        ("", "nodes", "list"),
+        ("", "nodes", "watch"),
+        ("", "namespaces", "list"),
+        ("", "namespaces", "watch"),
+        ("", "pods/binding", "create"),
+        ("", "pods/status", "patch"),
+        ("events.k8s.io", "events", "create"),
+    }
+    assert not any("resourceNames" in rule for rule in rules)
+    role = only(docs, "Role", "-leader-election")
+    assert role["metadata"]["namespace"] == "rl-scheduler"
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["rl-scheduler"],
+            "verbs": ["get", "update"],
+        },
+    ]
+    for binding in (only(docs, "ClusterRoleBinding"), only(docs, "RoleBinding")):
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": "rl-scheduler", "namespace": "rl-scheduler"}
+        ]
+
+
+def test_notes_tell_the_user_to_set_the_scheduler_name(helm: Path) -> None:
+    result = subprocess.run(
+        [str(helm), "install", "demo", str(CHART), "--dry-run=client", "--set", "schedulerName=packer"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    notes = result.stdout.split("NOTES:", 1)[1]
+    assert "schedulerName: packer" in notes
+    assert "rl-scheduler.io/gpu-milli" in notes
+
+
+def test_plain_manifests_are_the_rendered_chart(helm: Path) -> None:
+    assert MANIFESTS.read_text() == render_manifests(helm), "deploy/ is stale: run `make generate`"
+    docs = [d for d in yaml.safe_load_all(MANIFESTS.read_text()) if d]
+    namespace = only(docs, "Namespace")
+    assert namespace["metadata"]["labels"] == {"pod-security.kubernetes.io/enforce": "restricted"}
+    assert {d["metadata"].get("namespace", "rl-scheduler") for d in docs if d["kind"] != "Namespace"} == {
+        "rl-scheduler"
+    }
+
+
+def test_the_dashboard_configmap_is_the_same_in_the_chart_and_deploy(helm: Path) -> None:
+    (from_chart,) = render(helm, {}, "--show-only", "templates/dashboard.yaml")
+    (in_deploy,) = yaml.safe_load_all((REPO / "deploy" / "grafana-dashboard.yaml").read_text())
+    for doc in (from_chart, in_deploy):
+        assert doc["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert from_chart["metadata"]["name"] == in_deploy["metadata"]["name"]
+    assert from_chart["metadata"]["namespace"] == in_deploy["metadata"]["namespace"]
+    assert from_chart["data"] == in_deploy["data"]
+    moved = render(helm, {"dashboards.namespace": "monitoring"}, "--show-only", "templates/dashboard.yaml")
+    assert moved[0]["metadata"]["namespace"] == "monitoring"

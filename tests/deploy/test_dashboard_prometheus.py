@@ -1,0 +1,131 @@
+"""Every panel of the Grafana dashboard returns data: a real Prometheus scrapes a
+running rl-scheduler that has bound pods, refused some and fallen back to its heuristic,
+and evaluates each panel's PromQL as Grafana would send it.
+
+The trainer's panels read metrics only the trainer sidecar exports: while the chart
+ships it disabled (``trainer.enabled: false``) they are reported as expected-empty (a
+warning in the summary), not silently skipped; once it is enabled they must have data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from dashboard.generate import CHART_JSON
+from dashboard.panels import ROWS
+from tests.deploy.chart import chart_values
+from tests.deploy.cluster import mixed_cluster
+from tests.deploy.prometheus import Prometheus, running_prometheus, substitute, wait_scraped
+from tests.e2e.support import (
+    SchedulerProcess,
+    create_pods,
+    delete_namespace_pods,
+    ensure_namespace,
+    running_scheduler,
+    wait_for,
+)
+from tests.e2e.workloads import pod
+
+pytestmark = pytest.mark.cluster
+SCHEDULER = "rl-dashboard"
+NAMESPACE = "rl-dashboard"
+
+
+def dashboard_queries() -> list[tuple[str, str]]:
+    """(panel title, expr) for every target of the shipped dashboard JSON."""
+    panels = json.loads(CHART_JSON.read_text())["panels"]
+    return [(p["title"], t["expr"]) for p in panels if p["type"] != "row" for t in p["targets"]]
+
+
+def expected_empty() -> set[str]:
+    """Panel titles that may have no data: the trainer's, while the chart disables it."""
+    if chart_values()["trainer"]["enabled"]:
+        return set()
+    return {p.title for row in ROWS for p in row.panels if p.needs == "trainer"}
+
+
+@pytest.fixture(scope="module")
+def scheduler(dev_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SchedulerProcess]:
+    core = dev_cluster.core_v1()
+    # The learned profile with a checkpoint whose manifest is not JSON: the policy cannot
+    # load, so the fallback decides and the failure is counted (those panels need data too).
+    broken = tmp_path_factory.mktemp("broken-policy")
+    (broken / "manifest.json").write_text("{not json")
+    logs = tmp_path_factory.mktemp("logs")
+    with (
+        mixed_cluster(core),
+        running_scheduler(
+            dev_cluster.kubeconfig, SCHEDULER, logs, "--profile", "gnn", "--checkpoint", str(broken)
+        ) as process,
+    ):
+        yield process
+
+
+def test_every_dashboard_query_returns_data(
+    dev_cluster: Any, scheduler: SchedulerProcess, tmp_path: Path
+) -> None:
+    core: client.CoreV1Api = dev_cluster.core_v1()
+    ensure_namespace(core, NAMESPACE)
+    with running_prometheus(f"127.0.0.1:{scheduler.port}", tmp_path) as prometheus:
+        wait_scraped(prometheus, 'up{job="rl-scheduler"} == 1')
+        # Two waves: a labelled counter appears at its first increment, and rate() sees
+        # an increase only between two scrapes of it, so the second wave must come after
+        # Prometheus has scraped the first.
+        first = [pod(f"first-{i}", NAMESPACE, SCHEDULER) for i in range(4)]
+        first.append(pod("too-big-0", NAMESPACE, SCHEDULER, cpu="1000"))
+        second = [pod(f"cpu-{i}", NAMESPACE, SCHEDULER) for i in range(12)]
+        second += [pod(f"gpu-{i}", NAMESPACE, SCHEDULER, gpus=1) for i in range(3)]
+        shares = {"rl-scheduler.io/gpu-milli": "300"}
+        second += [pod(f"share-{i}", NAMESPACE, SCHEDULER, gpus=1, annotations=shares) for i in range(3)]
+        second.append(pod("too-big-1", NAMESPACE, SCHEDULER, cpu="1000"))
+        try:
+            create_pods(core, first)
+            wait_for(lambda: bound(core) == 4, 120, "the first 4 pods to bind")
+            wait_scraped(prometheus, 'scheduler_schedule_attempts_total{result="scheduled"} >= 4')
+            wait_scraped(prometheus, 'scheduler_schedule_attempts_total{result="unschedulable"} >= 1')
+            create_pods(core, second)
+            wait_for(lambda: bound(core) == 4 + 18, 120, "the second wave to bind")
+            missing = wait_for_every_query(prometheus, timeout_s=90)
+        finally:
+            delete_namespace_pods(core, NAMESPACE)
+    assert missing == [], "panels without data:\n" + "\n".join(missing) + f"\n{scheduler.log()[-2000:]}"
+
+
+def bound(core: client.CoreV1Api) -> int:
+    return sum(1 for p in core.list_namespaced_pod(NAMESPACE).items if p.spec.node_name)
+
+
+def wait_for_every_query(prometheus: Prometheus, timeout_s: float) -> list[str]:
+    """Poll until every query has data (gauges refresh every 5 s, rates need two
+    scrapes); returns the panels and queries that never did."""
+    may_be_empty = expected_empty()
+    queries = dashboard_queries()
+    assert len(queries) >= 20
+    pending = {(title, expr) for title, expr in queries if title not in may_be_empty}
+
+    def poll() -> bool:
+        for title, expr in sorted(pending):
+            if prometheus.has_data(substitute(expr)):
+                pending.discard((title, expr))
+        return not pending
+
+    with contextlib.suppress(AssertionError):  # the caller reports what stayed empty
+        wait_for(poll, timeout_s, "every dashboard query to return data", interval_s=2)
+    for title, expr in queries:
+        series = prometheus.query(substitute(expr))
+        print(f"{title}: {len(series)} series, {[s['value'][1] for s in series][:4]}")
+        if title in may_be_empty:
+            has = prometheus.has_data(substitute(expr))
+            warnings.warn(
+                f"expected-empty while trainer.enabled is false: {title!r}: {expr} (data: {has})",
+                stacklevel=1,
+            )
+    return [f"{title}: {expr}" for title, expr in sorted(pending)]
