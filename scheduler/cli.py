@@ -10,6 +10,7 @@ from scheduler import __version__
 from scheduler.errors import SchedulerInputError
 from scheduler.k8s import cli as run_cli
 from scheduler.learn import cli as learn_cli
+from scheduler.online import cli as online_cli
 from scheduler.sim import cli as sim_cli
 
 
@@ -20,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"rl-scheduler {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run_cli.register(commands)
+    online_cli.register(commands)
     sim_cli.register(commands)
     learn_cli.register(commands)
     return parser

@@ -89,8 +89,8 @@ class Settings(BaseSettings):
         5000, ge=0, description="recent pod arrivals FGD's typical pods follow; 0: fixed"
     )
     metrics_address: str = Field("0.0.0.0:10260", description="host:port of /metrics, /healthz and /readyz")
-    client: ClientSettings = Field(default_factory=ClientSettings)  # type: ignore[arg-type]
-    leader_election: LeaderElectionSettings = Field(default_factory=LeaderElectionSettings)  # type: ignore[arg-type]
+    client: ClientSettings = Field(default_factory=ClientSettings)
+    leader_election: LeaderElectionSettings = Field(default_factory=LeaderElectionSettings)
     seed: int = Field(0, description="seed for tie-breaking among equally scored nodes")
     log_level: str = Field("INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$")
 

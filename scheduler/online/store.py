@@ -69,7 +69,7 @@ class PolicyStore:
         version = self.current()
         return self.root / version if version else None
 
-    def publish(self, write: Callable[[Path], None]) -> str:
+    def publish(self, write: Callable[[Path], object]) -> str:
         """``write(folder)`` fills a fresh folder with a checkpoint; it becomes the next
         version and ``current``. Returns the version name."""
         self.root.mkdir(parents=True, exist_ok=True)

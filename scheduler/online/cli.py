@@ -1,0 +1,134 @@
+"""``rl-scheduler trainer`` (the sidecar) and ``rl-scheduler policy`` (published
+versions: list them, roll back, submit a candidate to the gate)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from scheduler.errors import SchedulerInputError
+from scheduler.objects.node import Node
+
+DEFAULT_SHARED = Path("/var/lib/rl-scheduler")
+SHARED_HELP = "volume shared with the scheduler"
+
+
+def register(commands: Any) -> None:
+    trainer: argparse.ArgumentParser = commands.add_parser(
+        "trainer",
+        help="improve the policy from what the scheduler logs (the sidecar)",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    trainer.add_argument("--shared-dir", type=Path, default=DEFAULT_SHARED, help=SHARED_HELP)
+    trainer.add_argument("--kubeconfig", type=Path, help="kubeconfig; in-cluster credentials when unset")
+    trainer.add_argument("--interval", type=float, default=300.0, help="seconds between rounds")
+    trainer.add_argument("--min-new-decisions", type=int, default=200, help="decisions needed for a round")
+    trainer.add_argument("--window", type=int, default=3000, help="recent decisions the twin draws from")
+    trainer.add_argument("--margin", type=float, default=0.2, help="points a candidate must win by")
+    trainer.add_argument("--generations", type=int, default=6, help="ES generations per round")
+    trainer.add_argument("--pairs", type=int, default=3, help="ES antithetic pairs per generation")
+    trainer.add_argument("--fallback-profile", default="fgd", help="heuristic the candidate must also beat")
+    trainer.add_argument(
+        "--scheduler-metrics", default="http://127.0.0.1:10260/metrics", help="the scheduler's, for rollbacks"
+    )
+    trainer.add_argument("--rollback-after", type=float, default=300.0, help="seconds to watch a promotion")
+    trainer.add_argument("--metrics-port", type=int, default=10261, help="port of the trainer's /metrics")
+    trainer.add_argument("--once", action="store_true", help="run one round and exit")
+    trainer.set_defaults(handler=run_trainer)
+
+    policy: argparse.ArgumentParser = commands.add_parser("policy", help="published policy versions")
+    policy.add_argument("--shared-dir", type=Path, default=DEFAULT_SHARED, help=SHARED_HELP)
+    actions = policy.add_subparsers(dest="action", required=True, metavar="ACTION")
+    listing = actions.add_parser("list", help="versions, the current one marked")
+    listing.set_defaults(handler=list_versions)
+    back = actions.add_parser("rollback", help="point current at the previous version")
+    back.set_defaults(handler=rollback)
+    submit = actions.add_parser("submit", help="hand a checkpoint to the trainer's promotion gate")
+    submit.add_argument("checkpoint", type=Path)
+    submit.set_defaults(handler=submit_candidate)
+
+
+def _nodes_from_api(kubeconfig: Path | None) -> Any:
+    from kubernetes import client  # noqa: PLC0415 - the trainer alone needs the API client
+
+    from scheduler.k8s.api import load_client_config  # noqa: PLC0415
+    from scheduler.k8s.settings import ClientSettings  # noqa: PLC0415
+    from scheduler.objects.node_manifest import node_from_manifest  # noqa: PLC0415
+
+    core = client.CoreV1Api(client.ApiClient(load_client_config(ClientSettings(kubeconfig=kubeconfig))))
+
+    def list_nodes() -> list[Node]:
+        response: Any = core.list_node(_preload_content=False)
+        nodes = []
+        for item in json.loads(response.data).get("items", []):
+            try:
+                nodes.append(node_from_manifest(item))
+            except SchedulerInputError as error:
+                logging.getLogger("rl-scheduler.trainer").warning("twin skips a node: %s", error)
+        return nodes
+
+    return list_nodes
+
+
+def run_trainer(args: argparse.Namespace) -> int:
+    from scheduler.online.trainer import Trainer, TrainerConfig  # noqa: PLC0415 - torch loads here
+    from scheduler.online.tuning import TuningArgs  # noqa: PLC0415
+
+    logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config = TrainerConfig(
+        shared_dir=args.shared_dir,
+        interval_s=args.interval,
+        min_new_decisions=args.min_new_decisions,
+        window=args.window,
+        margin=args.margin,
+        fallback_profile=args.fallback_profile,
+        tuning=TuningArgs(generations=args.generations, pairs=args.pairs),
+        scheduler_metrics_url=args.scheduler_metrics,
+        rollback_after_s=args.rollback_after,
+    )
+    trainer = Trainer(config, _nodes_from_api(args.kubeconfig))
+    if args.once:
+        verdict = trainer.round(int(time.time()))
+        print(verdict.describe() if verdict else "not enough new decisions for a round")
+        return 0
+    trainer.run_forever(args.metrics_port)
+    return 0
+
+
+def list_versions(args: argparse.Namespace) -> int:
+    from scheduler.online.store import PolicyStore  # noqa: PLC0415
+
+    store = PolicyStore(args.shared_dir / "policies")
+    current = store.current()
+    for version in store.versions():
+        print(f"{'*' if version == current else ' '} {version}")
+    if current is None:
+        print("no published version: the scheduler uses the policy shipped in the package")
+    return 0
+
+
+def rollback(args: argparse.Namespace) -> int:
+    from scheduler.online.store import PolicyStore  # noqa: PLC0415
+
+    store = PolicyStore(args.shared_dir / "policies")
+    print(f"current is now {store.rollback()}")
+    return 0
+
+
+def submit_candidate(args: argparse.Namespace) -> int:
+    from scheduler.policy.checkpoint import read_manifest  # noqa: PLC0415
+
+    folder, _ = read_manifest(args.checkpoint)  # refuse what the trainer would refuse
+    inbox = args.shared_dir / "candidates"
+    inbox.mkdir(parents=True, exist_ok=True)
+    staging = inbox / f".{folder.name}-{time.time_ns()}"
+    shutil.copytree(folder, staging)
+    final = inbox / staging.name.lstrip(".")
+    staging.rename(final)
+    print(f"submitted {final.name}; the trainer's next round puts it through the gate")
+    return 0

@@ -1,0 +1,322 @@
+"""``rl-scheduler trainer``: the sidecar that keeps improving the policy.
+
+Each round it reads what the scheduler logged since the last round, builds a digital
+twin (the live cluster's nodes filled with the recently observed pod mix), fine-tunes
+the current policy on the older part of the window, and puts the candidate through
+the promotion gate on the newest part, which it did not train on. A candidate that
+wins is published to the policy store, which the scheduler reloads without a
+restart. Candidates dropped into ``<shared>/candidates/`` (``rl-scheduler policy
+submit``) go through the same gate.
+
+After a promotion it watches the scheduler's own metrics; if the failed-scheduling
+rate or the fragmentation turns worse than under the incumbent, it rolls back.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+import urllib.request
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client.parser import text_string_to_metric_families
+
+from scheduler.errors import SchedulerInputError
+from scheduler.objects.node import Node
+from scheduler.online.experience import read_records
+from scheduler.online.gate import Verdict, judge
+from scheduler.online.store import PolicyStore
+from scheduler.online.tuning import TuningArgs, fine_tune
+from scheduler.online.twin import Shape, make_episode, shapes_from_records
+from scheduler.policy.checkpoint import Manifest, load_checkpoint, save_checkpoint
+from scheduler.policy.model import NodeScorer
+
+log = logging.getLogger("rl-scheduler.trainer")
+
+
+@dataclass
+class TrainerConfig:
+    shared_dir: Path = Path("/var/lib/rl-scheduler")
+    interval_s: float = 300.0
+    min_new_decisions: int = 200
+    window: int = 3000
+    holdout_fraction: float = 0.3
+    train_episodes: int = 3
+    holdout_episodes: int = 4
+    margin: float = 0.2
+    fallback_profile: str = "fgd"
+    tuning: TuningArgs = field(default_factory=TuningArgs)
+    scheduler_metrics_url: str = "http://127.0.0.1:10260/metrics"
+    rollback_after_s: float = 300.0
+    rollback_failure_rate_margin: float = 0.05
+    rollback_fragmentation_margin: float = 0.05
+
+    @property
+    def experience_dir(self) -> Path:
+        return self.shared_dir / "experience"
+
+    @property
+    def policies_dir(self) -> Path:
+        return self.shared_dir / "policies"
+
+    @property
+    def candidates_dir(self) -> Path:
+        return self.shared_dir / "candidates"
+
+
+class TrainerMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.updates = Counter("rl_scheduler_trainer_updates_total", "Fine-tuning rounds run.", registry=r)
+        self.candidate_score = Gauge(
+            "rl_scheduler_trainer_candidate_score",
+            "The last candidate's fitness on the held-out replay.",
+            registry=r,
+        )
+        self.incumbent_score = Gauge(
+            "rl_scheduler_trainer_incumbent_score", "The incumbent's fitness on the same replay.", registry=r
+        )
+        self.fallback_score = Gauge(
+            "rl_scheduler_trainer_fallback_score",
+            "The heuristic fallback's fitness on the same replay.",
+            registry=r,
+        )
+        self.promotions = Counter(
+            "rl_scheduler_trainer_promotions_total", "Candidates published.", registry=r
+        )
+        self.rejections = Counter(
+            "rl_scheduler_trainer_rejections_total",
+            "Candidates the gate refused, by reason.",
+            ["reason"],
+            registry=r,
+        )
+        self.rollbacks = Counter(
+            "rl_scheduler_trainer_rollbacks_total",
+            "Promotions undone because live metrics worsened.",
+            registry=r,
+        )
+        self.experience_lag = Gauge(
+            "rl_scheduler_trainer_experience_lag_seconds",
+            "Age of the newest experience record the trainer has read.",
+            registry=r,
+        )
+        self.records = Counter(
+            "rl_scheduler_trainer_records_read_total", "Experience records read.", registry=r
+        )
+        self.policy_version = Gauge(
+            "rl_scheduler_trainer_policy_version", "Version N of the current published policy vN.", registry=r
+        )
+
+
+@dataclass(frozen=True)
+class LiveCounters:
+    """The scheduler's attempt counters and GPU fragmentation at one moment."""
+
+    attempts: float
+    failed: float
+    fragmentation: float
+
+    def failure_share_since(self, earlier: LiveCounters) -> float:
+        attempts = self.attempts - earlier.attempts
+        return (self.failed - earlier.failed) / attempts if attempts > 0 else 0.0
+
+
+@dataclass
+class Watch:
+    """What the live metrics looked like under the incumbent, to compare after a promotion."""
+
+    version: str
+    since: float
+    at_promotion: LiveCounters
+    failure_share_before: float
+
+
+class Trainer:
+    def __init__(self, config: TrainerConfig, list_nodes: Any, metrics: TrainerMetrics | None = None) -> None:
+        self.config = config
+        self.list_nodes = list_nodes  # () -> list[Node]
+        self.metrics = metrics or TrainerMetrics()
+        self.store = PolicyStore(config.policies_dir)
+        self.window: deque[Shape] = deque(maxlen=config.window)
+        self.last_seq = 0
+        self.new_decisions = 0
+        self.watch: Watch | None = None
+        self.previous_counters: LiveCounters | None = None
+
+    # ---- inputs ---------------------------------------------------------------
+
+    def read_experience(self) -> int:
+        count = 0
+        newest = 0.0
+        for record in read_records(self.config.experience_dir, self.last_seq):
+            self.last_seq = max(self.last_seq, int(record["seq"]))
+            newest = max(newest, float(record.get("t", 0.0)))
+            count += 1
+            for shape in shapes_from_records([record]):
+                self.window.append(shape)
+                self.new_decisions += 1
+        if count:
+            self.metrics.records.inc(count)
+            self.metrics.experience_lag.set(max(0.0, time.time() - newest))
+        return count
+
+    def incumbent(self) -> NodeScorer:
+        return load_checkpoint(self.store.current_path()).model
+
+    # ---- a round ----------------------------------------------------------------
+
+    def episodes(self, nodes: list[Node], seed: int) -> tuple[list[Any], list[Any]]:
+        shapes = list(self.window)
+        cut = int(len(shapes) * (1 - self.config.holdout_fraction))
+        train, holdout = shapes[:cut], shapes[cut:]
+        train_episodes = [make_episode(nodes, train, seed + i) for i in range(self.config.train_episodes)]
+        holdout_episodes = [
+            make_episode(nodes, holdout, seed + 1000 + i) for i in range(self.config.holdout_episodes)
+        ]
+        return train_episodes, holdout_episodes
+
+    def round(self, seed: int) -> Verdict | None:
+        """One round: fine-tune and gate if enough is new; returns the verdict."""
+        self.read_experience()
+        self.check_rollback()
+        for submitted in self.submitted():
+            self.gate_submitted(submitted, seed)
+        if self.new_decisions < self.config.min_new_decisions or len(self.window) < 20:
+            return None
+        nodes = self.list_nodes()
+        if not nodes:
+            return None
+        self.new_decisions = 0
+        train, holdout = self.episodes(nodes, seed)
+        incumbent = self.incumbent()
+        result = fine_tune(incumbent, train, self.config.tuning)
+        self.metrics.updates.inc()
+        verdict = judge(result.model, incumbent, holdout, self.config.fallback_profile, self.config.margin)
+        self.record(verdict)
+        if verdict.promote:
+            self.publish(
+                result.model, {"stage": "online", "history": result.history, "seconds": result.seconds}
+            )
+        return verdict
+
+    def record(self, verdict: Verdict) -> None:
+        self.metrics.candidate_score.set(verdict.candidate)
+        self.metrics.incumbent_score.set(verdict.incumbent)
+        self.metrics.fallback_score.set(verdict.fallback)
+        log.info("gate: %s", verdict.describe())
+        if not verdict.promote:
+            self.metrics.rejections.labels(verdict.reason.replace(" ", "_")).inc()
+
+    def publish(self, model: NodeScorer, training: dict[str, Any]) -> str:
+        now = self.live_counters()
+        version = self.store.publish(
+            lambda folder: save_checkpoint(model, folder, Manifest(training=training))
+        )
+        self.metrics.promotions.inc()
+        self.metrics.policy_version.set(int(version[1:]))
+        if now is not None and self.previous_counters is not None:
+            before = now.failure_share_since(self.previous_counters)
+            self.watch = Watch(version, time.monotonic(), now, before)
+        log.info("published policy %s", version)
+        return version
+
+    # ---- submitted candidates ---------------------------------------------------
+
+    def submitted(self) -> list[Path]:
+        inbox = self.config.candidates_dir
+        if not inbox.is_dir():
+            return []
+        return sorted(p for p in inbox.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+    def gate_submitted(self, folder: Path, seed: int) -> Verdict | None:
+        nodes = self.list_nodes()
+        try:
+            candidate = load_checkpoint(folder).model
+        except SchedulerInputError as error:
+            log.warning("submitted candidate %s refused: %s", folder.name, error)
+            self.metrics.rejections.labels("unloadable").inc()
+            shutil.rmtree(folder, ignore_errors=True)
+            return None
+        if not nodes or len(self.window) < 20:
+            return None  # keep it for a round with data
+        _, holdout = self.episodes(nodes, seed)
+        verdict = judge(
+            candidate, self.incumbent(), holdout, self.config.fallback_profile, self.config.margin
+        )
+        self.record(verdict)
+        if verdict.promote:
+            self.publish(candidate, {"stage": "submitted", "source": folder.name})
+        shutil.rmtree(folder, ignore_errors=True)
+        return verdict
+
+    # ---- automatic rollback -----------------------------------------------------
+
+    def live_counters(self) -> LiveCounters | None:
+        """The scheduler's attempts, failed attempts and GPU fragmentation, from its /metrics."""
+        try:
+            with urllib.request.urlopen(self.config.scheduler_metrics_url, timeout=5) as response:
+                text = response.read().decode()
+        except OSError:
+            return None
+        attempts = failed = fragmentation = 0.0
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == "scheduler_schedule_attempts_total":
+                    attempts += sample.value
+                    if sample.labels.get("result") in ("unschedulable", "error"):
+                        failed += sample.value
+                elif sample.name == "rl_scheduler_cluster_gpu_fragmentation_ratio":
+                    fragmentation = sample.value
+        return LiveCounters(attempts, failed, fragmentation)
+
+    def check_rollback(self) -> bool:
+        """Roll a promotion back when, over ``rollback_after_s`` since, failed
+        attempts or fragmentation are worse than before it by the margins."""
+        now = self.live_counters()
+        watch = self.watch
+        try:
+            if watch is None or now is None or time.monotonic() - watch.since < self.config.rollback_after_s:
+                return False
+            self.watch = None
+            if self.store.current() != watch.version:
+                return False  # rolled back or replaced by hand meanwhile
+            failure_share = now.failure_share_since(watch.at_promotion)
+            worse = (
+                failure_share > watch.failure_share_before + self.config.rollback_failure_rate_margin
+                or now.fragmentation
+                > watch.at_promotion.fragmentation + self.config.rollback_fragmentation_margin
+            )
+            if worse:
+                previous = self.store.rollback()
+                self.metrics.rollbacks.inc()
+                self.metrics.policy_version.set(int(previous[1:]))
+                log.warning(
+                    "rolled back %s to %s: failed share %.3f -> %.3f, fragmentation %.3f -> %.3f",
+                    watch.version,
+                    previous,
+                    watch.failure_share_before,
+                    failure_share,
+                    watch.at_promotion.fragmentation,
+                    now.fragmentation,
+                )
+            return worse
+        finally:
+            if now is not None:
+                self.previous_counters = now
+
+    def run_forever(self, metrics_port: int) -> None:
+        start_http_server(metrics_port, registry=self.metrics.registry)
+        seed = 0
+        while True:
+            try:
+                self.round(seed)
+            except Exception:  # a failed round must not end the sidecar
+                log.exception("trainer round failed")
+            seed += 1
+            time.sleep(self.config.interval_s)
