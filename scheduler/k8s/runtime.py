@@ -31,6 +31,19 @@ from scheduler.state.cluster_state import CPU_COLUMN, MEMORY_COLUMN
 from scheduler.state.fragmentation import FragmentationModel
 
 log = logging.getLogger(__name__)
+
+
+def pod_requests(pod: Pod) -> dict[str, Any]:
+    """What the experience log keeps of a pod's requests."""
+    return {
+        "cpu_milli": pod.cpu_milli,
+        "memory": pod.memory,
+        "gpu_count": pod.gpu.count,
+        "gpu_milli": pod.gpu.milli_per_gpu,
+        "gpu_models": list(pod.gpu.models),
+    }
+
+
 # How often gauges (queue sizes, cluster allocation) are refreshed.
 GAUGE_PERIOD_S = 5.0
 
@@ -73,6 +86,7 @@ class SchedulerRuntime:
             if not known:
                 self.metrics.incoming_pods.labels(where.value, "PodAdd").inc()
                 self.policy.on_arrival(event.pod)
+                self._record_arrival(event.pod)
             self._wake.set()
         elif event.change is PodChange.INVALID and event.error is not None:
             self._report_invalid(event.key, manifest, str(event.error))
@@ -219,6 +233,11 @@ class SchedulerRuntime:
         self._wake.set()
         await self.reporter.failed(pod, f"binding rejected: {result.detail}", reason=SCHEDULER_ERROR)
 
+    def _record_arrival(self, pod: Pod) -> None:
+        """A pod arrived: the trainer's twin draws its workload from these."""
+        if self.experience is not None:
+            self.experience.append({"kind": "arrival", "t": time.time(), "pod": pod.key, **pod_requests(pod)})
+
     def _record(self, decision: Decision) -> None:
         """A decision for the trainer: the pod's shape, where it went, the runners-up."""
         if self.experience is None:
@@ -229,11 +248,7 @@ class SchedulerRuntime:
                 "kind": "decision",
                 "t": time.time(),
                 "pod": pod.key,
-                "cpu_milli": pod.cpu_milli,
-                "memory": pod.memory,
-                "gpu_count": pod.gpu.count,
-                "gpu_milli": pod.gpu.milli_per_gpu,
-                "gpu_models": list(pod.gpu.models),
+                **pod_requests(pod),
                 "node": decision.node,
                 "gpus": list(decision.gpu_indices),
                 "feasible": int(decision.feasible.size),

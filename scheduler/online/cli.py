@@ -27,8 +27,8 @@ def register(commands: Any) -> None:
     trainer.add_argument("--shared-dir", type=Path, default=DEFAULT_SHARED, help=SHARED_HELP)
     trainer.add_argument("--kubeconfig", type=Path, help="kubeconfig; in-cluster credentials when unset")
     trainer.add_argument("--interval", type=float, default=300.0, help="seconds between rounds")
-    trainer.add_argument("--min-new-decisions", type=int, default=200, help="decisions needed for a round")
-    trainer.add_argument("--window", type=int, default=3000, help="recent decisions the twin draws from")
+    trainer.add_argument("--min-new-arrivals", type=int, default=200, help="pod arrivals needed for a round")
+    trainer.add_argument("--window", type=int, default=3000, help="recent arrivals the twin draws from")
     trainer.add_argument("--margin", type=float, default=0.2, help="points a candidate must win by")
     trainer.add_argument("--generations", type=int, default=6, help="ES generations per round")
     trainer.add_argument("--pairs", type=int, default=3, help="ES antithetic pairs per generation")
@@ -83,7 +83,7 @@ def run_trainer(args: argparse.Namespace) -> int:
     config = TrainerConfig(
         shared_dir=args.shared_dir,
         interval_s=args.interval,
-        min_new_decisions=args.min_new_decisions,
+        min_new_arrivals=args.min_new_arrivals,
         window=args.window,
         margin=args.margin,
         fallback_profile=args.fallback_profile,
@@ -94,7 +94,7 @@ def run_trainer(args: argparse.Namespace) -> int:
     trainer = Trainer(config, _nodes_from_api(args.kubeconfig))
     if args.once:
         verdict = trainer.round(int(time.time()))
-        print(verdict.describe() if verdict else "not enough new decisions for a round")
+        print(verdict.describe() if verdict else "not enough new arrivals for a round")
         return 0
     trainer.run_forever(args.metrics_port)
     return 0

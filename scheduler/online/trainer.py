@@ -43,7 +43,7 @@ log = logging.getLogger("rl-scheduler.trainer")
 class TrainerConfig:
     shared_dir: Path = Path("/var/lib/rl-scheduler")
     interval_s: float = 300.0
-    min_new_decisions: int = 200
+    min_new_arrivals: int = 200
     window: int = 3000
     holdout_fraction: float = 0.3
     train_episodes: int = 3
@@ -145,7 +145,7 @@ class Trainer:
         self.store = PolicyStore(config.policies_dir)
         self.window: deque[Shape] = deque(maxlen=config.window)
         self.last_seq = 0
-        self.new_decisions = 0
+        self.new_arrivals = 0
         self.watch: Watch | None = None
         self.previous_counters: LiveCounters | None = None
 
@@ -160,7 +160,7 @@ class Trainer:
             count += 1
             for shape in shapes_from_records([record]):
                 self.window.append(shape)
-                self.new_decisions += 1
+                self.new_arrivals += 1
         if count:
             self.metrics.records.inc(count)
             self.metrics.experience_lag.set(max(0.0, time.time() - newest))
@@ -187,12 +187,12 @@ class Trainer:
         self.check_rollback()
         for submitted in self.submitted():
             self.gate_submitted(submitted, seed)
-        if self.new_decisions < self.config.min_new_decisions or len(self.window) < 20:
+        if self.new_arrivals < self.config.min_new_arrivals or len(self.window) < 20:
             return None
         nodes = self.list_nodes()
         if not nodes:
             return None
-        self.new_decisions = 0
+        self.new_arrivals = 0
         train, holdout = self.episodes(nodes, seed)
         incumbent = self.incumbent()
         result = fine_tune(incumbent, train, self.config.tuning)

@@ -1,7 +1,8 @@
 """Fine-tuning a policy on the digital twin, with the same evolution strategy the
 offline training ends with (``scheduler.learn.es``): the reserve term and the head's
 last layer move along the ranked, antithetic estimate of the fitness gradient; every
-member plays the same twin episodes (common random numbers).
+member plays the same twin episodes (common random numbers). The result is the best
+centre seen on those episodes, the starting policy included.
 """
 
 from __future__ import annotations
@@ -84,6 +85,9 @@ def fine_tune(incumbent: NodeScorer, episodes: Sequence[TwinEpisode], args: Tuni
     theta = get_vector(model)
     optimizer = Adam(args.learning_rate)
     history: list[dict[str, float]] = []
+    # Keep the best centre seen on the training episodes (the incumbent included), so a
+    # noisy step can only cost time, not quality.
+    best_theta, best = theta.copy(), fitness(model, episodes)
     for generation in range(args.generations):
         noise = rng.standard_normal((args.pairs, theta.size))
         members = [theta + sign * args.sigma * scale * eps for eps in noise for sign in (1.0, -1.0)]
@@ -94,8 +98,14 @@ def fine_tune(incumbent: NodeScorer, episodes: Sequence[TwinEpisode], args: Tuni
         ranked = centered_ranks(np.array(values))
         gradient = ((ranked[0::2] - ranked[1::2])[:, None] * noise).sum(axis=0) / (2 * args.pairs)
         theta = theta + scale * optimizer.step(gradient)
-        history.append({"generation": generation, "population_mean": float(np.mean(values))})
+        set_vector(model, theta)
+        centre = fitness(model, episodes)
+        if centre > best:
+            best_theta, best = theta.copy(), centre
+        history.append(
+            {"generation": generation, "population_mean": float(np.mean(values)), "centre": centre}
+        )
         if time.monotonic() - started > args.time_limit_s:
             break
-    set_vector(model, theta)
+    set_vector(model, best_theta)
     return TuningResult(model, history, time.monotonic() - started)

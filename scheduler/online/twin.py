@@ -70,7 +70,8 @@ class Shape:
 
 
 def shapes_from_records(records: Iterable[Mapping[str, Any]]) -> list[Shape]:
-    return [Shape.from_record(r) for r in records if r.get("kind") == "decision"]
+    """The arrivals' shapes (every pod that arrived, placed or not: the mix to plan for)."""
+    return [Shape.from_record(r) for r in records if r.get("kind") == "arrival"]
 
 
 @dataclass

@@ -29,14 +29,14 @@ def nodes() -> list[Node]:
     return list(NODES)
 
 
-def log_decisions(folder: Path, trace: str = "default", count: int = 300) -> None:
+def log_arrivals(folder: Path, trace: str = "default", count: int = 300) -> None:
     """What the scheduler's runtime appends after each bind."""
     log = ExperienceLog(folder).start()
     seq = 0
     for pod in load_pods(pod_list_path(trace))[:count]:
         seq = log.append(
             {
-                "kind": "decision",
+                "kind": "arrival",
                 "t": 1.0,
                 "pod": pod.key,
                 "cpu_milli": pod.cpu_milli,
@@ -44,13 +44,6 @@ def log_decisions(folder: Path, trace: str = "default", count: int = 300) -> Non
                 "gpu_count": pod.gpu.count,
                 "gpu_milli": pod.gpu.milli_per_gpu,
                 "gpu_models": list(pod.gpu.models),
-                "node": "n",
-                "gpus": [],
-                "feasible": 1,
-                "top": [],
-                "profile": "gnn",
-                "version": "shipped",
-                "source": "policy",
             }
         )
     assert log.wait_acknowledged(seq)
@@ -69,9 +62,9 @@ def anti_fgd(model: NodeScorer) -> NodeScorer:
 def trainer(tmp_path: Path) -> Trainer:
     # A weak fallback, so these tests are about the gate, not about how good FGD is.
     config = TrainerConfig(
-        shared_dir=tmp_path, min_new_decisions=50, holdout_episodes=2, margin=0.1, fallback_profile="random"
+        shared_dir=tmp_path, min_new_arrivals=50, holdout_episodes=2, margin=0.1, fallback_profile="random"
     )
-    log_decisions(config.experience_dir)
+    log_arrivals(config.experience_dir)
     return Trainer(config, nodes, TrainerMetrics())
 
 
@@ -80,7 +73,7 @@ def count(trainer: Trainer, name: str, **labels: str) -> float:
     return float(value or 0.0)
 
 
-def test_it_reads_the_decisions_the_scheduler_logged(trainer: Trainer) -> None:
+def test_it_reads_the_arrivals_the_scheduler_logged(trainer: Trainer) -> None:
     assert trainer.read_experience() == 300
     assert len(trainer.window) == 300
     assert count(trainer, "rl_scheduler_trainer_records_read_total") == 300
