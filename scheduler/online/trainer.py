@@ -44,6 +44,7 @@ class TrainerConfig:
     shared_dir: Path = Path("/var/lib/rl-scheduler")
     interval_s: float = 300.0
     min_new_arrivals: int = 200
+    attempts_per_window: int = 3
     window: int = 3000
     holdout_fraction: float = 0.3
     train_episodes: int = 3
@@ -146,6 +147,7 @@ class Trainer:
         self.window: deque[Shape] = deque(maxlen=config.window)
         self.last_seq = 0
         self.new_arrivals = 0
+        self.attempts_left = 0
         self.watch: Watch | None = None
         self.previous_counters: LiveCounters | None = None
 
@@ -187,12 +189,17 @@ class Trainer:
         self.check_rollback()
         for submitted in self.submitted():
             self.gate_submitted(submitted, seed)
-        if self.new_arrivals < self.config.min_new_arrivals or len(self.window) < 20:
+        if self.new_arrivals >= self.config.min_new_arrivals:
+            self.new_arrivals = 0
+            self.attempts_left = self.config.attempts_per_window
+        if self.attempts_left <= 0 or len(self.window) < 20:
             return None
         nodes = self.list_nodes()
         if not nodes:
             return None
-        self.new_arrivals = 0
+        # A rejected candidate earns another try on the same data (fresh episodes, new
+        # noise), a few times; then the trainer waits for new arrivals.
+        self.attempts_left -= 1
         train, holdout = self.episodes(nodes, seed)
         incumbent = self.incumbent()
         result = fine_tune(incumbent, train, self.config.tuning)
@@ -200,6 +207,7 @@ class Trainer:
         verdict = judge(result.model, incumbent, holdout, self.config.fallback_profile, self.config.margin)
         self.record(verdict)
         if verdict.promote:
+            self.attempts_left = 0
             self.publish(
                 result.model, {"stage": "online", "history": result.history, "seconds": result.seconds}
             )

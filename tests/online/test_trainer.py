@@ -17,6 +17,7 @@ from scheduler.online.cli import register
 from scheduler.online.experience import ExperienceLog
 from scheduler.online.store import PolicyStore
 from scheduler.online.trainer import Trainer, TrainerConfig, TrainerMetrics
+from scheduler.online.tuning import TuningArgs
 from scheduler.policy.checkpoint import default_checkpoint_path, load_checkpoint, save_checkpoint
 from scheduler.policy.model import NodeScorer
 from scheduler.sim.catalog import node_list_path, pod_list_path
@@ -176,3 +177,20 @@ def test_the_cli_parses() -> None:
     register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["trainer", "--shared-dir", "/tmp/x", "--once"])
     assert (args.shared_dir, args.once) == (Path("/tmp/x"), True)
+
+
+def test_rounds_need_new_arrivals_and_retry_a_window_a_few_times(tmp_path: Path) -> None:
+    config = TrainerConfig(
+        shared_dir=tmp_path,
+        min_new_arrivals=100,
+        attempts_per_window=2,
+        train_episodes=1,
+        holdout_episodes=1,
+        margin=100.0,  # nothing passes: every round is a rejected attempt
+        tuning=TuningArgs(generations=1, pairs=1),
+    )
+    log_arrivals(config.experience_dir, count=150)
+    trainer = Trainer(config, nodes, TrainerMetrics())
+    verdicts = [trainer.round(seed) for seed in range(4)]
+    assert [v is not None for v in verdicts] == [True, True, False, False]
+    assert count(trainer, "rl_scheduler_trainer_updates_total") == 2

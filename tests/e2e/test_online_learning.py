@@ -1,0 +1,259 @@
+"""Online learning end to end: the scheduler runs a policy trained on one workload
+mix, the workload shifts to another (many more fractional-GPU pods), the trainer
+sidecar fine-tunes on what the scheduler logged, promotes a policy that does better
+on the new mix, and the scheduler uses it without a restart; a deliberately worse
+candidate is refused by the gate. A full volume for the experience log costs records,
+never scheduling."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from kubernetes import client
+
+from devcluster import binaries
+from devcluster import nodes as devnodes
+from scheduler.objects.node import Node
+from scheduler.objects.node_manifest import node_from_manifest
+from scheduler.online.experience import read_records
+from scheduler.online.store import PolicyStore
+from scheduler.online.tuning import TuningArgs, fine_tune, fitness
+from scheduler.online.twin import Shape, make_episode
+from scheduler.policy.checkpoint import Manifest, load_checkpoint, save_checkpoint
+from scheduler.policy.model import NodeScorer
+from scheduler.sim.catalog import pod_list_path
+from scheduler.sim.trace import load_pods
+from tests.e2e.support import (
+    SchedulerProcess,
+    create_pods,
+    delete_namespace_pods,
+    ensure_namespace,
+    free_port,
+    replace_nodes,
+    running_scheduler,
+    wait_for,
+)
+from tests.e2e.workloads import pod
+from tests.online.test_experience import full_volume
+from tests.online.test_trainer import anti_fgd
+
+pytestmark = pytest.mark.cluster
+NAMESPACE = "online"
+
+
+def trace_shapes(trace: str, count: int, seed: int) -> list[Shape]:
+    pods = load_pods(pod_list_path(trace))
+    rng = np.random.default_rng(seed)
+    picked = (pods[i] for i in rng.choice(len(pods), count))
+    return [Shape(p.cpu_milli, p.memory, p.gpu.count, p.gpu.milli_per_gpu, p.gpu.models) for p in picked]
+
+
+def pod_of(shape: Shape, name: str, scheduler: str) -> dict[str, Any]:
+    annotations = {}
+    if shape.gpu_count and shape.gpu_milli < 1000:
+        annotations["rl-scheduler.io/gpu-milli"] = str(shape.gpu_milli)
+    return pod(
+        name,
+        NAMESPACE,
+        scheduler,
+        cpu=f"{shape.cpu_milli}m",
+        memory=str(shape.memory),
+        gpus=shape.gpu_count if shape.gpu_milli else 0,
+        annotations=annotations,
+    )
+
+
+@pytest.fixture(scope="module")
+def cluster_nodes(dev_cluster: Any) -> list[Node]:
+    core = dev_cluster.core_v1()
+    specs = devnodes.openb_node_specs(binaries.openb_file("openb_node_list_gpu_node"), 30)
+    replace_nodes(core, specs)
+    items = core.api_client.sanitize_for_serialization(core.list_node().items)
+    return [node_from_manifest(item) for item in items]
+
+
+def policy_for_mix_a(nodes: list[Node]) -> NodeScorer:
+    """The starting policy: the shipped one, tuned on a CPU-heavy mix (openb cpu300)
+    on a twin of this cluster, with the trainer's own fine-tuning."""
+    mix_a = trace_shapes("cpu300", 400, seed=1)
+    episodes = [make_episode(nodes, mix_a, seed) for seed in range(3)]
+    return fine_tune(load_checkpoint().model, episodes, TuningArgs(generations=8, pairs=3, seed=1)).model
+
+
+@contextlib.contextmanager
+def running_trainer(shared: Path, kubeconfig: Path, scheduler: SchedulerProcess, log: Path) -> Iterator[int]:
+    port = free_port()
+    command = [
+        sys.executable,
+        "-m",
+        "scheduler.cli",
+        "trainer",
+        "--shared-dir",
+        str(shared),
+        "--kubeconfig",
+        str(kubeconfig),
+        "--interval",
+        "5",
+        "--min-new-arrivals",
+        "250",
+        "--window",
+        "400",
+        "--margin",
+        "0.1",
+        "--generations",
+        "6",
+        "--pairs",
+        "3",
+        "--metrics-port",
+        str(port),
+        "--scheduler-metrics",
+        scheduler.url("/metrics"),
+        "--rollback-after",
+        "3600",
+    ]
+    with log.open("ab") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        yield port
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def trainer_metric(port: int, name: str, labels: str = "") -> float:
+    import urllib.request  # noqa: PLC0415
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            text = response.read().decode()
+    except OSError:
+        return 0.0
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name) and labels in line and not line.startswith("#"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_the_trainer_promotes_a_better_policy_for_a_shifted_mix_and_refuses_a_worse_one(
+    dev_cluster: Any, cluster_nodes: list[Node], tmp_path: Path
+) -> None:
+    core: client.CoreV1Api = dev_cluster.core_v1()
+    shared = tmp_path / "shared"
+    store = PolicyStore(shared / "policies")
+    start = policy_for_mix_a(cluster_nodes)
+    store.publish(
+        lambda folder: save_checkpoint(start, folder, Manifest(training={"stage": "mix A (cpu300)"}))
+    )
+    ensure_namespace(core, NAMESPACE)
+    env = {"RL_SCHEDULER_EXPERIENCE_DIR": str(shared / "experience"), "RL_SCHEDULER_POLICY_RELOAD_S": "2"}
+    name = "rl-online"
+    with (
+        running_scheduler(
+            dev_cluster.kubeconfig,
+            name,
+            tmp_path,
+            "--profile",
+            "gnn",
+            "--checkpoint",
+            str(store.root),
+            env=env,
+        ) as scheduler,
+        running_trainer(shared, dev_cluster.kubeconfig, scheduler, tmp_path / "trainer.log") as trainer,
+    ):
+        pid = scheduler.process.pid if scheduler.process else 0
+        assert scheduler.metric("rl_scheduler_policy_version") == 1
+        try:
+            # The workload shifts to many fractional-GPU pods (openb gpushare40).
+            mix_b = trace_shapes("gpushare40", 400, seed=0)
+            create_pods(core, [pod_of(s, f"b-{i:03d}", name) for i, s in enumerate(mix_b)])
+            wait_for(
+                lambda: trainer_metric(trainer, "rl_scheduler_trainer_promotions_total") >= 1,
+                900,
+                f"a promotion\n{(tmp_path / 'trainer.log').read_text()[-3000:]}",
+                interval_s=5,
+            )
+            assert store.current() == "v000002"
+            candidate = trainer_metric(trainer, "rl_scheduler_trainer_candidate_score")
+            incumbent = trainer_metric(trainer, "rl_scheduler_trainer_incumbent_score")
+            assert candidate > incumbent + 0.1
+            # the scheduler took it without a restart
+            wait_for(
+                lambda: scheduler.metric("rl_scheduler_policy_version") == 2, 60, "the scheduler to reload"
+            )
+            assert scheduler.process is not None
+            assert scheduler.process.pid == pid
+            assert scheduler.process.poll() is None
+            # better on the new mix than the starting policy, on episodes nobody trained on
+            fresh = [
+                make_episode(cluster_nodes, trace_shapes("gpushare40", 300, seed=99), s) for s in (7, 8, 9)
+            ]
+            promoted = load_checkpoint(store.current_path()).model
+            assert fitness(promoted, fresh) > fitness(start, fresh)
+
+            # a deliberately worse candidate goes through the gate and is refused
+            worse = save_checkpoint(anti_fgd(promoted), tmp_path / "worse")
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "scheduler.cli",
+                    "policy",
+                    "--shared-dir",
+                    str(shared),
+                    "submit",
+                    str(worse),
+                ],
+                check=True,
+            )
+            wait_for(
+                lambda: trainer_metric(trainer, "rl_scheduler_trainer_rejections_total") >= 1,
+                600,
+                "the gate to refuse the worse candidate",
+                interval_s=5,
+            )
+            assert store.current() == "v000002"
+            decisions = [r for r in read_records(shared / "experience") if r["kind"] == "decision"]
+            assert {r["version"] for r in decisions} >= {"v000001"}
+        finally:
+            delete_namespace_pods(core, NAMESPACE)
+
+
+def test_a_full_volume_costs_experience_records_not_scheduling(
+    dev_cluster: Any, cluster_nodes: list[Node], tmp_path: Path
+) -> None:
+    core: client.CoreV1Api = dev_cluster.core_v1()
+    ensure_namespace(core, NAMESPACE)
+    with full_volume(tmp_path) as volume:
+        env = {"RL_SCHEDULER_EXPERIENCE_DIR": str(volume)}
+        with running_scheduler(
+            dev_cluster.kubeconfig, "rl-full", tmp_path, "--profile", "fgd", env=env
+        ) as scheduler:
+            try:
+                create_pods(core, [pod(f"p-{i}", NAMESPACE, "rl-full") for i in range(40)])
+                wait_for(
+                    lambda: (
+                        sum(1 for p in core.list_namespaced_pod(NAMESPACE).items if p.spec.node_name) == 40
+                    ),
+                    120,
+                    "40 pods to bind",
+                )
+                wait_for(
+                    lambda: (
+                        scheduler.metric("rl_scheduler_experience_dropped_total", {"reason": "disk_full"}) > 0
+                    ),
+                    30,
+                    "the dropped-record metric",
+                )
+                assert scheduler.process is not None
+                assert scheduler.process.poll() is None
+            finally:
+                delete_namespace_pods(core, NAMESPACE)
+        assert "Traceback" not in scheduler.log()
