@@ -1,5 +1,5 @@
-"""A real Prometheus (Debian's ``prometheus`` package) on 127.0.0.1, scraping one
-rl-scheduler, and the Grafana variables a dashboard query needs before it can run."""
+"""A real Prometheus (Debian's ``prometheus`` package) on 127.0.0.1, scraping a running
+rl-scheduler (and its trainer), and the Grafana variables a dashboard query needs."""
 
 from __future__ import annotations
 
@@ -80,10 +80,12 @@ def _ready(url: str) -> bool:
 
 
 @contextlib.contextmanager
-def running_prometheus(target: str, folder: Path) -> Iterator[Prometheus]:
+def running_prometheus(targets: list[str], folder: Path) -> Iterator[Prometheus]:
+    """Scrapes ``targets`` (host:port) under one job, as the chart's Service exposes the
+    scheduler's and the trainer's ports together."""
     config = {
         "global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": SCRAPE_INTERVAL},
-        "scrape_configs": [{"job_name": JOB, "static_configs": [{"targets": [target]}]}],
+        "scrape_configs": [{"job_name": JOB, "static_configs": [{"targets": targets}]}],
     }
     (folder / "prometheus.yml").write_text(yaml.safe_dump(config))
     port = free_port()

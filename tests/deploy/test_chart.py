@@ -92,6 +92,7 @@ def test_the_schema_knows_every_setting_the_operator_takes() -> None:
         pytest.param({}, id="defaults"),
         pytest.param(EVERYTHING, id="everything"),
         pytest.param({"schedulerName": "gpu-packer", "settings.profile": "fgd"}, id="renamed heuristic"),
+        pytest.param({"trainer.enabled": False}, id="no trainer"),
     ],
 )
 def test_the_settings_file_is_one_the_operator_accepts(
@@ -112,8 +113,8 @@ def test_the_settings_file_is_one_the_operator_accepts(
     role = only(docs, "Role", "-leader-election")
     assert [r.get("resourceNames") for r in role["rules"]] == [None, [name]]
     assert settings.metrics_address == "0.0.0.0:10260"
-    trainer = bool(values.get("trainer.enabled"))
-    # None: the policy shipped in the image, and no experience log
+    trainer = bool(values.get("trainer.enabled", True))
+    # None (trainer off): the policy shipped in the image, and no experience log
     assert settings.checkpoint == (Path(SHARED, "policies") if trainer else None)
     assert settings.experience_dir == (Path(SHARED, "experience") if trainer else None)
 
@@ -134,7 +135,10 @@ def test_defaults_render_the_documented_objects(helm: Path) -> None:
         ]
     )
     deployment = only(render(helm), "Deployment")
-    assert [c["name"] for c in deployment["spec"]["template"]["spec"]["containers"]] == ["scheduler"]
+    assert [c["name"] for c in deployment["spec"]["template"]["spec"]["containers"]] == [
+        "scheduler",
+        "trainer",
+    ]
     assert deployment["spec"]["template"]["spec"]["volumes"][2] == {
         "name": "shared",
         "emptyDir": {"sizeLimit": "2Gi"},

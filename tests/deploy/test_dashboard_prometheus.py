@@ -1,17 +1,14 @@
 """Every panel of the Grafana dashboard returns data: a real Prometheus scrapes a
 running rl-scheduler that has bound pods, refused some and fallen back to its heuristic,
-and evaluates each panel's PromQL as Grafana would send it.
-
-The trainer's panels read metrics only the trainer sidecar exports: while the chart
-ships it disabled (``trainer.enabled: false``) they are reported as expected-empty (a
-warning in the summary), not silently skipped; once it is enabled they must have data.
-"""
+and its trainer sidecar, which has refused a candidate, and evaluates each panel's
+PromQL as Grafana would send it."""
 
 from __future__ import annotations
 
 import contextlib
 import json
-import warnings
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,8 +17,7 @@ import pytest
 from kubernetes import client
 
 from dashboard.generate import CHART_JSON
-from dashboard.panels import ROWS
-from tests.deploy.chart import chart_values
+from scheduler.policy.checkpoint import load_checkpoint, save_checkpoint
 from tests.deploy.cluster import mixed_cluster
 from tests.deploy.prometheus import Prometheus, running_prometheus, substitute, wait_scraped
 from tests.e2e.support import (
@@ -30,9 +26,12 @@ from tests.e2e.support import (
     delete_namespace_pods,
     ensure_namespace,
     running_scheduler,
+    running_trainer,
+    trainer_metric,
     wait_for,
 )
 from tests.e2e.workloads import pod
+from tests.online.test_trainer import anti_fgd
 
 pytestmark = pytest.mark.cluster
 SCHEDULER = "rl-dashboard"
@@ -45,36 +44,66 @@ def dashboard_queries() -> list[tuple[str, str]]:
     return [(p["title"], t["expr"]) for p in panels if p["type"] != "row" for t in p["targets"]]
 
 
-def expected_empty() -> set[str]:
-    """Panel titles that may have no data: the trainer's, while the chart disables it."""
-    if chart_values()["trainer"]["enabled"]:
-        return set()
-    return {p.title for row in ROWS for p in row.panels if p.needs == "trainer"}
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The volume the scheduler and the trainer share."""
+    return tmp_path_factory.mktemp("shared")
 
 
 @pytest.fixture(scope="module")
-def scheduler(dev_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SchedulerProcess]:
+def scheduler(
+    dev_cluster: Any, shared: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SchedulerProcess]:
     core = dev_cluster.core_v1()
     # The learned profile with a checkpoint whose manifest is not JSON: the policy cannot
     # load, so the fallback decides and the failure is counted (those panels need data too).
     broken = tmp_path_factory.mktemp("broken-policy")
     (broken / "manifest.json").write_text("{not json")
     logs = tmp_path_factory.mktemp("logs")
+    env = {"RL_SCHEDULER_EXPERIENCE_DIR": str(shared / "experience")}
     with (
         mixed_cluster(core),
         running_scheduler(
-            dev_cluster.kubeconfig, SCHEDULER, logs, "--profile", "gnn", "--checkpoint", str(broken)
+            dev_cluster.kubeconfig, SCHEDULER, logs, "--profile", "gnn", "--checkpoint", str(broken), env=env
         ) as process,
     ):
         yield process
 
 
+@pytest.fixture(scope="module")
+def trainer(
+    dev_cluster: Any, shared: Path, scheduler: SchedulerProcess, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[int]:
+    """The sidecar, gating only what is submitted to it (too few arrivals to fine-tune)."""
+    log = tmp_path_factory.mktemp("trainer-logs") / "trainer.log"
+    args = ("--interval", "2", "--min-new-arrivals", "100000")
+    with running_trainer(shared, dev_cluster.kubeconfig, scheduler, log, *args) as port:
+        yield port
+
+
+def submit_a_worse_candidate(shared: Path, folder: Path) -> None:
+    """Hands the gate a policy that prefers fragmenting placements (a rejection)."""
+    worse = save_checkpoint(anti_fgd(load_checkpoint().model), folder / "worse")
+    command = [
+        sys.executable,
+        "-m",
+        "scheduler.cli",
+        "policy",
+        "--shared-dir",
+        str(shared),
+        "submit",
+        str(worse),
+    ]
+    subprocess.run(command, check=True, capture_output=True)
+
+
 def test_every_dashboard_query_returns_data(
-    dev_cluster: Any, scheduler: SchedulerProcess, tmp_path: Path
+    dev_cluster: Any, scheduler: SchedulerProcess, trainer: int, shared: Path, tmp_path: Path
 ) -> None:
     core: client.CoreV1Api = dev_cluster.core_v1()
     ensure_namespace(core, NAMESPACE)
-    with running_prometheus(f"127.0.0.1:{scheduler.port}", tmp_path) as prometheus:
+    targets = [f"127.0.0.1:{scheduler.port}", f"127.0.0.1:{trainer}"]
+    with running_prometheus(targets, tmp_path) as prometheus:
         wait_scraped(prometheus, 'up{job="rl-scheduler"} == 1')
         # Two waves: a labelled counter appears at its first increment, and rate() sees
         # an increase only between two scrapes of it, so the second wave must come after
@@ -93,6 +122,12 @@ def test_every_dashboard_query_returns_data(
             wait_scraped(prometheus, 'scheduler_schedule_attempts_total{result="unschedulable"} >= 1')
             create_pods(core, second)
             wait_for(lambda: bound(core) == 4 + 18, 120, "the second wave to bind")
+            submit_a_worse_candidate(shared, tmp_path)
+            wait_for(
+                lambda: trainer_metric(trainer, "rl_scheduler_trainer_rejections_total") >= 1,
+                180,
+                "the trainer's gate to refuse the worse candidate",
+            )
             missing = wait_for_every_query(prometheus, timeout_s=90)
         finally:
             delete_namespace_pods(core, NAMESPACE)
@@ -106,10 +141,9 @@ def bound(core: client.CoreV1Api) -> int:
 def wait_for_every_query(prometheus: Prometheus, timeout_s: float) -> list[str]:
     """Poll until every query has data (gauges refresh every 5 s, rates need two
     scrapes); returns the panels and queries that never did."""
-    may_be_empty = expected_empty()
     queries = dashboard_queries()
     assert len(queries) >= 20
-    pending = {(title, expr) for title, expr in queries if title not in may_be_empty}
+    pending = set(queries)
 
     def poll() -> bool:
         for title, expr in sorted(pending):
@@ -122,10 +156,4 @@ def wait_for_every_query(prometheus: Prometheus, timeout_s: float) -> list[str]:
     for title, expr in queries:
         series = prometheus.query(substitute(expr))
         print(f"{title}: {len(series)} series, {[s['value'][1] for s in series][:4]}")
-        if title in may_be_empty:
-            has = prometheus.has_data(substitute(expr))
-            warnings.warn(
-                f"expected-empty while trainer.enabled is false: {title!r}: {expr} (data: {has})",
-                stacklevel=1,
-            )
     return [f"{title}: {expr}" for title, expr in sorted(pending)]
