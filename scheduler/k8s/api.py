@@ -88,10 +88,32 @@ class KubeApi:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.executor, partial(function, *args, **kwargs))
 
+    async def call_unparsed(
+        self,
+        function: Callable[..., Any],
+        *args: Any,
+        parse: Callable[[bytes], T],
+        limiter: TokenBucket | None = None,
+        **kwargs: Any,
+    ) -> T:
+        """``call`` without the client's models: the worker thread reads the answer,
+        gives its connection back to the pool and applies ``parse`` to the body. (An
+        answer left for the event loop to read kept its connection out of the pool
+        while the loop was busy; the pool then opened, and dropped, extra ones.)"""
+
+        def fetch() -> T:
+            response = function(*args, _preload_content=False, **kwargs)
+            try:
+                return parse(response.read())
+            finally:
+                response.release_conn()
+
+        return await self.call(fetch, limiter=limiter)
+
     async def list_items(self, lister: Callable[..., Any]) -> list[dict[str, Any]]:
         """A list call's items as plain JSON objects (faster than the client's models)."""
-        response: Any = await self.call(lister, _preload_content=False)
-        items: list[dict[str, Any]] = json.loads(response.data).get("items", [])
+        listing: dict[str, Any] = await self.call_unparsed(lister, parse=json.loads)
+        items: list[dict[str, Any]] = listing.get("items", [])
         return items
 
     def close(self) -> None:
@@ -112,10 +134,9 @@ class KubeApi:
         )
         try:
             # The client cannot parse the Status a successful bind returns.
-            response: Any = await self.call(
-                self.core.create_namespaced_pod_binding, pod.name, pod.namespace, body, _preload_content=False
+            await self.call_unparsed(
+                self.core.create_namespaced_pod_binding, pod.name, pod.namespace, body, parse=_ignore
             )
-            _discard(response)
             return BindResult(BindOutcome.BOUND)
         except ApiException as error:
             detail = _reason(error)
@@ -166,14 +187,13 @@ class KubeApi:
         try:
             # The created Event is of no use to us; parsing it into a model costs about
             # as much CPU as sending it.
-            response: Any = await self.call(
+            await self.call_unparsed(
                 self.events.create_namespaced_event,
                 pod.namespace,
                 event,
+                parse=_ignore,
                 limiter=self.event_limiter,
-                _preload_content=False,
             )
-            _discard(response)
         except ApiException as error:
             log.info("event for pod %s not posted: %s", pod.key, _reason(error))
         except Exception as error:  # reporting never takes the scheduler down
@@ -195,10 +215,9 @@ class KubeApi:
             }
         }
         try:
-            response: Any = await self.call(
-                self.core.patch_namespaced_pod_status, pod.name, pod.namespace, patch, _preload_content=False
+            await self.call_unparsed(
+                self.core.patch_namespaced_pod_status, pod.name, pod.namespace, patch, parse=_ignore
             )
-            _discard(response)
         except ApiException as error:
             if error.status != 404:
                 log.info("condition for pod %s not set: %s", pod.key, _reason(error))
@@ -206,11 +225,8 @@ class KubeApi:
             log.info("condition for pod %s not set: %s: %s", pod.key, type(error).__name__, error)
 
 
-def _discard(response: Any) -> None:
-    """Read an unparsed answer before its connection goes back to the pool: an unread
-    body would be taken for the next request's response on that connection."""
-    response.read()
-    response.release_conn()
+def _ignore(body: bytes) -> None:  # noqa: ARG001 - read (so the connection can be reused) and dropped
+    return None
 
 
 def _reason(error: ApiException) -> str:

@@ -82,6 +82,9 @@ class SchedulerCache:
         self._node_fingerprints: dict[str, tuple[Any, ...]] = {}
         # Bound pods whose node we have not seen yet (watch events arrive in any order).
         self._waiting_for_node: dict[str, dict[str, tuple[Pod, tuple[int, ...] | None]]] = {}
+        # Pending pods of ours as last parsed, by resourceVersion: the same version comes
+        # again from listings (ours, kopf's) and parsing costs more than the rest of an event.
+        self._pending: dict[str, tuple[str, Pod]] = {}
 
     # ---- nodes ----------------------------------------------------------------
 
@@ -139,9 +142,11 @@ class SchedulerCache:
         else:
             self.seen_pods[key] = self.clock()
         if event_type == "DELETED" or status.get("phase") in TERMINAL_PHASES:
+            self._pending.pop(key, None)
             freed = self._release(key)
             return PodEvent(PodChange.GONE, key, frees_resources=freed)
         if node_name:
+            self._pending.pop(key, None)
             return self._on_bound(key, node_name, manifest)
         if (spec.get("schedulerName") or "default-scheduler") != self.scheduler_name:
             return PodEvent(PodChange.IGNORED, key)
@@ -150,12 +155,21 @@ class SchedulerCache:
             # placed already, and queueing it again would schedule it twice
             # (kube-scheduler skips assumed pods too).
             return PodEvent(PodChange.IGNORED, key)
-        if (manifest.get("metadata") or {}).get("deletionTimestamp"):
+        metadata = manifest.get("metadata") or {}
+        if metadata.get("deletionTimestamp"):
+            self._pending.pop(key, None)
             return PodEvent(PodChange.GONE, key)
+        version = str(metadata.get("resourceVersion") or "")
+        known = self._pending.get(key)
+        if version and known is not None and known[0] == version:
+            return PodEvent(PodChange.PENDING, key, known[1])
         try:
-            return PodEvent(PodChange.PENDING, key, pod_from_manifest(manifest))
+            pod = pod_from_manifest(manifest)
         except SchedulerInputError as error:
             return PodEvent(PodChange.INVALID, key, error=error)
+        if version:
+            self._pending[key] = (version, pod)
+        return PodEvent(PodChange.PENDING, key, pod)
 
     def _on_bound(self, key: str, node_name: str, manifest: Mapping[str, Any]) -> PodEvent:
         placement = self.state.placements.get(key)
@@ -237,6 +251,7 @@ class SchedulerCache:
         """Account for a pod we are binding, before the API confirms it."""
         self.state.place(pod, node, gpu_indices)
         self.assumed.add(pod.key)
+        self._pending.pop(pod.key, None)
 
     def forget(self, key: str) -> None:
         """The bind failed: release what ``assume`` took."""

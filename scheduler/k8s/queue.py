@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -24,6 +25,10 @@ from scheduler.objects.pod import Pod
 INITIAL_BACKOFF_S = 1.0
 MAX_BACKOFF_S = 10.0
 MAX_UNSCHEDULABLE_S = 300.0
+# pop() runs once per pod and flushes first; looking through every queued pod for
+# expired unschedulable ones each time made a burst of N pods cost O(N^2). Once a
+# second is plenty for a 5-minute limit (kube-scheduler looks every 30 s).
+UNSCHEDULABLE_SCAN_S = 1.0
 
 
 class QueueName(StrEnum):
@@ -68,6 +73,7 @@ class SchedulingQueue:
     # Bumped when the cluster changes, so a pod that failed during such a change
     # is retried instead of parked (kube's moveRequestCycle).
     _move_cycle: int = 0
+    _scanned_at: float = -math.inf
 
     # ---- adding and removing --------------------------------------------------
 
@@ -147,13 +153,16 @@ class SchedulingQueue:
 
     def flush(self) -> None:
         """Backoff pods whose time is up go active; pods unschedulable for 5 minutes
-        go back to backoff/active."""
+        go back to backoff/active (checked at most every ``UNSCHEDULABLE_SCAN_S``)."""
         now = self.clock()
         while self._backoff and self._backoff[0][0] <= now:
             _, sequence, key = heapq.heappop(self._backoff)
             entry = self._pods.get(key)
             if entry is not None and entry.where is QueueName.BACKOFF and entry.sequence == sequence:
                 self._activate(entry)
+        if now - self._scanned_at < UNSCHEDULABLE_SCAN_S:
+            return
+        self._scanned_at = now
         for entry in list(self._pods.values()):
             if entry.where is QueueName.UNSCHEDULABLE and now - entry.failed_at >= MAX_UNSCHEDULABLE_S:
                 self._to_backoff(entry)

@@ -67,6 +67,41 @@ def test_assumed_pods_are_confirmed_by_the_watch_or_forgotten() -> None:
     assert "default/q" not in cache.state.placements
 
 
+def test_stale_pending_views_of_assumed_pods_do_not_queue_them_again() -> None:
+    # Bound by us, but a late watch event (or a listing) still shows the pod pending:
+    # queueing it would schedule it a second time.
+    cache = cache_with_nodes("n1")
+    manifest = ours("p", cpu="1")
+    manifest["metadata"]["uid"] = "uid-1"
+    pod = cache.on_pod("ADDED", manifest).pod
+    assert pod is not None
+    cache.assume(pod, "n1", ())
+    assert cache.on_pod("MODIFIED", manifest).change is PodChange.IGNORED
+    # Recreated under the same name: a new pod, queued.
+    manifest["metadata"]["uid"] = "uid-2"
+    assert cache.on_pod("ADDED", manifest).change is PodChange.PENDING
+    # The bind failed: the pod is pending again.
+    manifest["metadata"]["uid"] = "uid-1"
+    cache.forget(pod.key)
+    assert cache.on_pod("MODIFIED", manifest).change is PodChange.PENDING
+
+
+def test_a_pending_pod_is_parsed_once_per_resource_version() -> None:
+    cache = cache_with_nodes("n1")
+    manifest = ours("p", cpu="1")
+    manifest["metadata"]["resourceVersion"] = "7"
+    first = cache.on_pod("ADDED", manifest).pod
+    assert cache.on_pod("ADDED", manifest).pod is first  # a listing repeats it
+    changed = ours("p", cpu="2")
+    changed["metadata"]["resourceVersion"] = "8"
+    second = cache.on_pod("MODIFIED", changed).pod
+    assert second is not None
+    assert second is not first
+    assert second.requests["cpu"] == 2000
+    cache.on_pod("DELETED", changed)
+    assert not cache._pending  # nothing kept for pods that left
+
+
 def test_gpus_of_pods_bound_elsewhere_come_from_the_annotation_or_the_freest() -> None:
     cache = cache_with_nodes("n1", gpus=4, model="T4")
     annotated = bound("a", "n1", gpus=1, gpu_milli=300)

@@ -1,0 +1,383 @@
+"""Scheduling throughput on the local control plane: kube-scheduler (built from
+source), rl-scheduler (heuristic and learned profiles) and a null binder (the ceiling
+the API server allows a Python client), at the same client QPS/burst.
+
+    nice -n 10 .venv/bin/python benchmarks/throughput.py --nodes 100,1000,5000 \\
+        --pods 1000 --qps-burst 50/100,5000/5000 [--schedulers kube-scheduler,fgd,gnn,null] \\
+        [--name rl-bench] [--keep-cluster] [--run-timeout 600] [--out runs/throughput]
+
+It starts a dev cluster without kube-scheduler (hack/devcluster, ``--name``), so only
+the scheduler under test binds, and adds KWOK nodes sized from the openb GPU node list
+(lifting the admission plugin's not-ready taint itself once KWOK reports a node Ready:
+the node lifecycle controller takes over 10 minutes for 5,000 nodes). Pods: 500m CPU
+and 1 GiB each, 1 in 5 with a whole GPU and 1 in 5 with half a GPU; all fit.
+For each node count, QPS/burst and scheduler: it deletes leftover pods, creates the M
+pods while nothing schedules them (each scheduler has a schedulerName of its own),
+starts the scheduler process and watches the pods. It reports pods/s between the first
+and the last bind its watch saw ((bound - 1) / span), p50 and p99 of the attempts that
+bound a pod (``scheduler_scheduling_attempt_duration_seconds{result="scheduled"}``,
+interpolated like Prometheus' histogram_quantile; the null binder's own latencies go
+through the same buckets), the process's CPU time (utime + stime, from its start to the
+last bind, and within the binding span) and its peak memory (VmHWM). Tables go to
+stdout, the same and more as JSON to ``--out``. Schedulers: ``kube-scheduler``,
+``null``, or an rl-scheduler profile (``fgd``, ``best-fit``, ``gnn``, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import os
+import signal
+import socket
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from types import FrameType
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from throughput_cluster import (
+    NAMESPACE,
+    BindWatcher,
+    RunTimeoutError,
+    bench_node_specs,
+    check_fits,
+    create_pods,
+    delete_pods,
+    ensure_nodes,
+    pod_requests,
+)
+from throughput_schedulers import (
+    REPO,
+    KubeScheduler,
+    NullBinder,
+    RlScheduler,
+    RunContext,
+    SchedulerExitedError,
+    SchedulerUnderTest,
+    cpu_seconds,
+    peak_memory_mib,
+)
+
+sys.path.insert(0, str(REPO / "hack"))
+from devcluster import cluster, kube, names, processes
+from devcluster import nodes as devnodes
+from devcluster.binaries import Binaries, openb_file
+from devcluster.workload import new_run_id
+
+POLL_S = 0.1
+
+
+@dataclass(frozen=True)
+class ClientLimits:
+    qps: float
+    burst: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.qps:g}/{self.burst}"
+
+
+@dataclass
+class RunResult:
+    nodes: int
+    qps: float
+    burst: int
+    scheduler: str  # as asked for: kube-scheduler, null, or an rl-scheduler profile
+    ran: str = ""  # what actually scheduled (a learned profile may have fallen back)
+    pods: int = 0
+    bound: int = 0
+    pods_per_s: float = math.nan
+    span_s: float = math.nan  # first to last bind
+    startup_s: float = math.nan  # process start to first bind
+    p50_ms: float = math.nan
+    p99_ms: float = math.nan
+    latency_method: str = ""
+    cpu_s: float = math.nan  # process start to last bind
+    cpu_binding_s: float = math.nan  # first to last bind
+    peak_mib: float = math.nan
+    load_average: float = math.nan  # 1-minute load when the run started
+    error: str = ""
+
+
+# ---- arguments --------------------------------------------------------------------
+
+
+def parse_counts(text: str) -> list[int]:
+    counts = sorted({int(part) for part in text.split(",") if part.strip()})
+    if not counts or counts[0] < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give positive counts, e.g. 100,1000")
+    return counts
+
+
+def parse_limits(text: str) -> list[ClientLimits]:
+    limits = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        qps, sep, burst = part.partition("/")
+        try:
+            limits.append(ClientLimits(float(qps), int(burst)))
+        except ValueError:
+            sep = ""
+        if not sep or limits[-1].qps <= 0 or limits[-1].burst < 1:
+            raise argparse.ArgumentTypeError(f"{part!r}: write QPS/BURST, e.g. 50/100")
+    return limits
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=parse_counts, default=[100, 1000, 5000], help="node counts")
+    parser.add_argument("--pods", type=int, default=1000, help="pods per run, created at once")
+    parser.add_argument("--qps-burst", type=parse_limits, default=parse_limits("50/100,5000/5000"))
+    parser.add_argument(
+        "--schedulers",
+        default="kube-scheduler,fgd,gnn,null",
+        help="kube-scheduler, null, or rl-scheduler profiles (fgd, best-fit, gnn, ...)",
+    )
+    parser.add_argument("--checkpoint", type=Path, help="learned policy checkpoint for rl-scheduler gnn")
+    parser.add_argument("--node-list", type=Path, help="openb node list CSV [the GPU node list]")
+    parser.add_argument("--name", default="rl-bench", help="dev cluster name")
+    parser.add_argument("--keep-cluster", action="store_true", help="leave the cluster running")
+    parser.add_argument(
+        "--run-timeout", type=float, default=600.0, help="seconds per run, start to last bind"
+    )
+    parser.add_argument(
+        "--node-timeout-per-100",
+        type=float,
+        default=60.0,
+        help="seconds per 100 nodes to become Ready and untainted (1,000 took 200 s on 2 busy cores)",
+    )
+    parser.add_argument("--out", type=Path, default=REPO / "runs" / "throughput")
+    args = parser.parse_args(argv)
+    args.schedulers = [s.strip() for s in args.schedulers.split(",") if s.strip()]
+    if args.pods < 2:
+        parser.error("--pods: at least 2 (pods/s needs a first and a last bind)")
+    return args
+
+
+# ---- one run ----------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def make_scheduler(variant: str, args: argparse.Namespace) -> SchedulerUnderTest:
+    scheduler_name = f"bench-{variant}"
+    if variant == "kube-scheduler":
+        return KubeScheduler(scheduler_name, Binaries.in_cache().kube_scheduler)
+    if variant == "null":
+        return NullBinder(scheduler_name)
+    return RlScheduler(scheduler_name, variant, args.checkpoint if variant == "gnn" else None)
+
+
+def wait_all_bound(scheduler: SchedulerUnderTest, watcher: BindWatcher, pods: int, timeout_s: float) -> float:
+    """Wait until the watch has seen every pod bound; returns the scheduler's CPU
+    seconds when the first bind was seen."""
+    deadline = time.monotonic() + timeout_s
+    cpu_at_first = math.nan
+    while watcher.bound < pods:
+        scheduler.check_alive()
+        if math.isnan(cpu_at_first) and watcher.bound:
+            cpu_at_first = cpu_seconds(scheduler.pid)
+        if time.monotonic() > deadline:
+            raise RunTimeoutError(
+                f"{scheduler.label}: {watcher.bound} of {pods} pods bound after {timeout_s:.0f} s; "
+                f"last lines of its log:\n{scheduler.log_tail()}"
+            )
+        time.sleep(POLL_S)
+    return cpu_at_first
+
+
+def measure(
+    core: client.CoreV1Api, scheduler: SchedulerUnderTest, context: RunContext, result: RunResult,
+    timeout_s: float,
+) -> None:  # fmt: skip
+    run_id = new_run_id("tp")
+    create_pods(core, run_id, scheduler.scheduler_name, result.pods)
+    watcher = BindWatcher(core, f"{names.RUN_LABEL}={run_id}")
+    watcher.start()
+    if watcher.bound:
+        raise RuntimeError(f"{watcher.bound} pods were bound before {scheduler.label} started")
+    result.load_average = os.getloadavg()[0]
+    started = time.time()
+    try:
+        scheduler.start(context)
+        cpu_at_first = wait_all_bound(scheduler, watcher, result.pods, timeout_s)
+        result.cpu_s = cpu_seconds(scheduler.pid)
+        result.peak_mib = peak_memory_mib(scheduler.pid)
+        latency = scheduler.latency(result.pods)
+        result.p50_ms, result.p99_ms = latency.p50_s * 1000, latency.p99_s * 1000
+        result.latency_method = f"{latency.method} of {latency.count}"
+        result.cpu_binding_s = result.cpu_s - cpu_at_first
+        result.ran = scheduler.what_ran()
+    finally:
+        scheduler.stop()
+        watcher.stop()
+        times = sorted(watcher.bound_at.values())
+        result.bound = len(times)
+        if len(times) >= 2:
+            result.span_s = times[-1] - times[0]
+            result.pods_per_s = (len(times) - 1) / result.span_s if result.span_s > 0 else math.inf
+        if times:
+            result.startup_s = times[0] - started
+
+
+def run_one(
+    core: client.CoreV1Api, info: cluster.ClusterInfo, args: argparse.Namespace, nodes: int,
+    limits: ClientLimits, variant: str, folder: Path,
+) -> RunResult:  # fmt: skip
+    result = RunResult(nodes, limits.qps, limits.burst, variant, pods=args.pods)
+    scheduler = make_scheduler(variant, args)
+    workdir = folder / f"{nodes}-{limits.qps:g}-{limits.burst}-{variant}"
+    workdir.mkdir(parents=True, exist_ok=True)
+    context = RunContext(info.kubeconfig, limits.qps, limits.burst, workdir, free_port())
+    print(f"  {variant} at {limits.label}: ", end="", flush=True)
+    try:
+        delete_pods(core)
+        measure(core, scheduler, context, result, args.run_timeout)
+        print(
+            f"{result.pods_per_s:.1f} pods/s, p50 {result.p50_ms:.0f} ms, p99 {result.p99_ms:.0f} ms "
+            f"({result.ran})",
+            flush=True,
+        )
+    except (SchedulerExitedError, RunTimeoutError, ApiException, RuntimeError, OSError) as error:
+        result.error = str(error)
+        print(f"FAILED after {result.bound} binds: {error}", flush=True)
+    finally:
+        scheduler.stop()
+        try:
+            delete_pods(core)
+        except (RunTimeoutError, ApiException, OSError) as error:  # the next run tries again
+            print(f"  cleaning up after {variant} failed: {error}", flush=True)
+    return result
+
+
+# ---- the matrix -------------------------------------------------------------------
+
+
+def start_cluster(name: str) -> cluster.ClusterInfo:
+    info = cluster.up(cluster.ClusterConfig(name=name, kube_scheduler=False))
+    if "kube-scheduler" in processes.components(info.workdir):
+        raise SystemExit(
+            f"cluster {name!r} runs a kube-scheduler of its own (started without --no-kube-scheduler?); "
+            f"stop it with `hack/cluster.sh down --name {name}` or pick another --name"
+        )
+    return info
+
+
+def run_matrix(args: argparse.Namespace, info: cluster.ClusterInfo, report: Report) -> None:
+    core = kube.core_v1(info.kubeconfig)
+    kube.ensure_namespace(core, NAMESPACE, info.kubeconfig)
+    rows = devnodes.read_openb_node_list(args.node_list or openb_file("openb_node_list_gpu_node"))
+    check_fits(bench_node_specs(rows, min(args.nodes)), pod_requests(args.pods))
+    for count in args.nodes:
+        print(f"{count} nodes:", flush=True)
+        try:
+            ensure_nodes(
+                core, bench_node_specs(rows, count), timeout_s=args.node_timeout_per_100 * count / 100
+            )
+        except (RunTimeoutError, ApiException, OSError) as error:
+            report.failures.append(f"{count} nodes: {error}")
+            print(f"  FAILED to make {count} nodes: {error}; stopping here", flush=True)
+            return
+        for limits in args.qps_burst:
+            for variant in args.schedulers:
+                report.add(run_one(core, info, args, count, limits, variant, report.folder))
+
+
+# ---- the report -------------------------------------------------------------------
+
+
+@dataclass
+class Report:
+    folder: Path
+    argv: list[str]
+    pods: int
+    results: list[RunResult]
+    failures: list[str]
+
+    def add(self, result: RunResult) -> None:
+        self.results.append(result)
+        self.write_json()
+
+    def write_json(self) -> None:
+        document = {
+            "command": self.argv,
+            "cpus": os.cpu_count(),
+            "pods": self.pods,
+            "results": [asdict(r) for r in self.results],
+            "failures": self.failures,
+            "tables": self.tables(),
+        }
+        (self.folder / "throughput.json").write_text(json.dumps(document, indent=2, default=str) + "\n")
+
+    def tables(self) -> str:
+        settings = sorted({(r.qps, r.burst) for r in self.results})
+        return "\n\n".join(self.table(ClientLimits(q, b)) for q, b in settings)
+
+    def table(self, limits: ClientLimits) -> str:
+        rows = [r for r in self.results if (r.qps, r.burst) == (limits.qps, limits.burst)]
+        header = (
+            f"QPS/burst {limits.label}, {self.pods} pods\n"
+            f"{'nodes':>6}  {'scheduler':<36} {'pods/s':>7} {'p50 ms':>7} {'p99 ms':>7} {'CPU s':>6} "
+            f"{'binding':>7} {'peak MiB':>8} {'x kube':>6} {'x null':>6}"
+        )
+        lines = [header]
+        for r in rows:
+            kube_rate = _rate_of(rows, r.nodes, "kube-scheduler")
+            null_rate = _rate_of(rows, r.nodes, "null")
+            name = r.ran or r.scheduler
+            if r.error:
+                reason = r.error.splitlines()[0][:70]
+                lines.append(f"{r.nodes:>6}  {name:<36} failed ({r.bound}/{r.pods} bound): {reason}")
+                continue
+            lines.append(
+                f"{r.nodes:>6}  {name:<36} {r.pods_per_s:>7.1f} {r.p50_ms:>7.1f} {r.p99_ms:>7.1f} "
+                f"{r.cpu_s:>6.1f} {r.cpu_binding_s:>7.1f} {r.peak_mib:>8.0f} "
+                f"{r.pods_per_s / kube_rate:>6.2f} {r.pods_per_s / null_rate:>6.2f}"
+            )
+        return "\n".join(lines)
+
+
+def _rate_of(rows: list[RunResult], nodes: int, scheduler: str) -> float:
+    for r in rows:
+        if r.nodes == nodes and r.scheduler == scheduler and not r.error:
+            return r.pods_per_s
+    return math.nan
+
+
+def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:  # noqa: ARG001
+    raise KeyboardInterrupt  # runs the finally blocks: schedulers and cluster stop
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    folder = args.out / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    folder.mkdir(parents=True, exist_ok=True)
+    report = Report(folder, sys.argv, args.pods, [], [])
+    print(f"cluster {args.name!r} (no kube-scheduler); results in {folder}", flush=True)
+    info = start_cluster(args.name)
+    try:
+        run_matrix(args, info, report)
+    finally:
+        report.write_json()
+        if args.keep_cluster:
+            print(f"cluster {args.name!r} kept: KUBECONFIG={info.kubeconfig}", flush=True)
+        else:
+            cluster.down(args.name)
+    print("\n" + report.tables())
+    for failure in report.failures:
+        print(f"\nfailed: {failure}")
+    print(f"\nJSON: {folder / 'throughput.json'}")
+    return 1 if report.failures or any(r.error for r in report.results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
