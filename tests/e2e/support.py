@@ -182,3 +182,47 @@ def delete_namespace_pods(core: client.CoreV1Api, namespace: str) -> None:
 def pod_events(core: client.CoreV1Api, namespace: str, name: str) -> list[Any]:
     selector = f"involvedObject.name={name},involvedObject.kind=Pod"
     return list(core.list_namespaced_event(namespace, field_selector=selector).items)
+
+
+@contextlib.contextmanager
+def running_trainer(
+    shared: Path, kubeconfig: Path, scheduler: SchedulerProcess, log: Path, *args: str
+) -> Iterator[int]:
+    """An ``rl-scheduler trainer`` process beside ``scheduler``; yields its metrics port."""
+    port = free_port()
+    command = [
+        sys.executable,
+        "-m",
+        "scheduler.cli",
+        "trainer",
+        "--shared-dir",
+        str(shared),
+        "--kubeconfig",
+        str(kubeconfig),
+        "--metrics-port",
+        str(port),
+        "--scheduler-metrics",
+        scheduler.url("/metrics"),
+        *args,
+    ]
+    with log.open("ab") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        yield port
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def trainer_metric(port: int, name: str) -> float:
+    """Sum of a trainer metric's samples (0 while the trainer is not serving)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            text = response.read().decode()
+    except OSError:
+        return 0.0
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if not line.startswith("#") and line.split("{")[0].split(" ")[0] == name
+    )

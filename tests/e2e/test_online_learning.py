@@ -7,10 +7,8 @@ never scheduling."""
 
 from __future__ import annotations
 
-import contextlib
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,13 +29,13 @@ from scheduler.policy.model import NodeScorer
 from scheduler.sim.catalog import pod_list_path
 from scheduler.sim.trace import load_pods
 from tests.e2e.support import (
-    SchedulerProcess,
     create_pods,
     delete_namespace_pods,
     ensure_namespace,
-    free_port,
     replace_nodes,
     running_scheduler,
+    running_trainer,
+    trainer_metric,
     wait_for,
 )
 from tests.e2e.workloads import pod
@@ -87,61 +85,6 @@ def policy_for_mix_a(nodes: list[Node]) -> NodeScorer:
     return fine_tune(load_checkpoint().model, episodes, TuningArgs(generations=8, pairs=3, seed=1)).model
 
 
-@contextlib.contextmanager
-def running_trainer(shared: Path, kubeconfig: Path, scheduler: SchedulerProcess, log: Path) -> Iterator[int]:
-    port = free_port()
-    command = [
-        sys.executable,
-        "-m",
-        "scheduler.cli",
-        "trainer",
-        "--shared-dir",
-        str(shared),
-        "--kubeconfig",
-        str(kubeconfig),
-        "--interval",
-        "5",
-        "--min-new-arrivals",
-        "250",
-        "--window",
-        "400",
-        "--margin",
-        "0.1",
-        "--generations",
-        "6",
-        "--pairs",
-        "3",
-        "--metrics-port",
-        str(port),
-        "--scheduler-metrics",
-        scheduler.url("/metrics"),
-        "--rollback-after",
-        "3600",
-    ]
-    with log.open("ab") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        yield port
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-
-
-def trainer_metric(port: int, name: str, labels: str = "") -> float:
-    import urllib.request  # noqa: PLC0415
-
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-            text = response.read().decode()
-    except OSError:
-        return 0.0
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith(name) and labels in line and not line.startswith("#"):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
-
-
 def test_the_trainer_promotes_a_better_policy_for_a_shifted_mix_and_refuses_a_worse_one(
     dev_cluster: Any, cluster_nodes: list[Node], tmp_path: Path
 ) -> None:
@@ -166,7 +109,26 @@ def test_the_trainer_promotes_a_better_policy_for_a_shifted_mix_and_refuses_a_wo
             str(store.root),
             env=env,
         ) as scheduler,
-        running_trainer(shared, dev_cluster.kubeconfig, scheduler, tmp_path / "trainer.log") as trainer,
+        running_trainer(
+            shared,
+            dev_cluster.kubeconfig,
+            scheduler,
+            tmp_path / "trainer.log",
+            "--interval",
+            "5",
+            "--min-new-arrivals",
+            "250",
+            "--window",
+            "400",
+            "--margin",
+            "0.1",
+            "--generations",
+            "6",
+            "--pairs",
+            "3",
+            "--rollback-after",
+            "3600",
+        ) as trainer,
     ):
         pid = scheduler.process.pid if scheduler.process else 0
         assert scheduler.metric("rl_scheduler_policy_version") == 1
