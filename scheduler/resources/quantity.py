@@ -9,6 +9,7 @@ Values are kept exact (``Fraction``) and rounded up when converted to integers, 
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from fractions import Fraction
@@ -48,16 +49,24 @@ def parse_quantity(text: str | int | float, *, obj: str = "quantity", field: str
         return Fraction(str(text))
     if not isinstance(text, str):
         raise QuantityError(obj, field, f"{text!r} is not a quantity")
+    value = _parse_text(text)
+    if isinstance(value, str):
+        raise QuantityError(obj, field, value)
+    return value
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(text: str) -> Fraction | str:
+    """The value of a quantity string, or why it does not parse. Pods repeat a few
+    strings (``500m``, ``1Gi``) thousands of times: parsing each once matters."""
     match = _QUANTITY.fullmatch(text)
     if match is None:
-        raise QuantityError(
-            obj, field, f"quantity {text!r} does not parse (expected e.g. 100m, 1.5, 2Gi, 1e3)"
-        )
+        return f"quantity {text!r} does not parse (expected e.g. 100m, 1.5, 2Gi, 1e3)"
     value = Fraction(match["number"])
     if match["exp"] is not None:
         exponent = int(match["exp"][1:])
         if abs(exponent) > _MAX_EXPONENT:
-            raise QuantityError(obj, field, f"quantity {text!r} has an exponent out of range")
+            return f"quantity {text!r} has an exponent out of range"
         value *= Fraction(10) ** exponent
     elif match["suffix"] in _BINARY:
         value *= _BINARY[match["suffix"]]
