@@ -1,8 +1,8 @@
 """``rl-scheduler train`` and ``rl-scheduler evaluate``.
 
-``train`` runs the pipeline that produced the shipped checkpoint (imitation of the
-``fgd-reserve`` teacher, then evolution strategies on the saturated allocation), or
-one stage alone (``train imitation|es|ppo``). ``evaluate`` replays a checkpoint
+``train`` runs one stage (``train imitation|es|ppo``) or the pipeline (imitation of
+the ``fgd-reserve`` teacher, then evolution strategies on the saturated allocation).
+The shipped checkpoint is ``train imitation`` with its defaults. ``evaluate`` replays a checkpoint
 against the baselines and prints the same table, ``summary.json`` and plot as
 ``simulate``.
 """
@@ -81,8 +81,8 @@ def register(commands: Any) -> None:
     stages = train.add_subparsers(dest="stage", metavar="STAGE")
 
     for name, cls, text in (
-        ("pipeline", PipelineArgs, "imitation then ES: how the shipped checkpoint was trained (default)"),
-        ("imitation", ImitationArgs, "imitate the fgd-reserve teacher"),
+        ("pipeline", PipelineArgs, "imitation, then ES on the saturated allocation (default)"),
+        ("imitation", ImitationArgs, "imitate the fgd-reserve teacher (the shipped checkpoint)"),
         ("es", EsArgs, "evolution strategies on the saturated allocation from a checkpoint"),
         ("ppo", PpoArgs, "PPO with action masking (actor-critic)"),
     ):
