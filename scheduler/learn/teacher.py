@@ -20,9 +20,10 @@ cores per GPU. The student sees the same quantities as features and is then trai
 on the terminal allocation, so it is not bound to this rule.
 
 On a cluster without GPUs (FGD's score is flat there) the teacher is best fit on CPU:
-``-weight * cores left after placing`` (on the synthetic CPU/memory workload this
-places ~4% more pods before the first failure than kube's MostAllocated profile over
-30 seeds; balancing memory in as well did not help).
+``-weight * cores left after placing``. On the synthetic CPU/memory workload of
+``rl-scheduler evaluate --synthetic`` (seeds 42-51) it places a median 840 pods before
+the first failure: more than kube's default profile (420), fewer than MostAllocated
+(864).
 """
 
 from __future__ import annotations
