@@ -2,9 +2,9 @@
 
 ``train`` runs one stage (``train imitation|es|ppo``) or the pipeline (imitation of
 the ``fgd-reserve`` teacher, then evolution strategies on the saturated allocation).
-The shipped checkpoint is ``train imitation`` with its defaults. ``evaluate`` replays a checkpoint
-against the baselines and prints the same table, ``summary.json`` and plot as
-``simulate``.
+The shipped checkpoint is ``train imitation`` with its defaults. ``evaluate`` replays
+a checkpoint against the baselines and prints the same table, ``summary.json`` and
+plot as ``simulate``.
 """
 
 from __future__ import annotations
