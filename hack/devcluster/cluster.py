@@ -149,6 +149,10 @@ def down(name: str = DEFAULT_NAME, *, cache: Path | None = None, out: TextIO | N
     if not workdir.exists():
         return False
     binaries = Binaries.in_cache(cache)
+    # kwokctl deletes the pid files along with the workdir, and does not stop a
+    # component that was restarted behind its back (processes.restart): take the
+    # pids first, so whatever survives kwokctl's teardown is stopped below.
+    started = processes.running_pids(workdir)
     try:
         if binaries.kwokctl.exists():
             # kwokctl's own teardown first; it knows its components. Its failure is
@@ -164,7 +168,7 @@ def down(name: str = DEFAULT_NAME, *, cache: Path | None = None, out: TextIO | N
             )
             out.write(done.stdout)
     finally:
-        processes.stop(workdir)
+        processes.stop(workdir, also=started)
         shutil.rmtree(workdir, ignore_errors=True)
     return True
 

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -65,9 +66,10 @@ def log_tail(workdir: Path, component: str, lines: int = 15) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def stop(workdir: Path, grace_s: float = 5) -> None:
-    """Stop the cluster's processes still running: SIGTERM, then SIGKILL after grace_s."""
-    pids = running_pids(workdir)
+def stop(workdir: Path, grace_s: float = 5, also: Iterable[int] = ()) -> None:
+    """Stop the cluster's processes still running, and those of ``also`` that are still
+    ours (pids read before the pid files went): SIGTERM, then SIGKILL after grace_s."""
+    pids = sorted(set(running_pids(workdir)) | {p for p in also if is_ours(p, workdir)})
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from devcluster import binaries, cluster, nodes, view, workload
+from devcluster import binaries, cluster, nodes, processes, view, workload
 from devcluster.clean import clean_pods
 from devcluster.cli import main
 from devcluster.errors import (
@@ -227,6 +227,22 @@ def test_warm_start_of_a_second_cluster_is_under_30_s() -> None:
         cluster.down(name, out=io.StringIO())
     assert elapsed < 30, f"warm start took {elapsed:.1f} s"
     assert not cluster.cluster_workdir(name).exists()
+
+
+@pytest.mark.cluster
+def test_down_stops_a_component_restarted_by_a_test() -> None:
+    """A test that restarts kube-apiserver (tests/e2e/test_operator_ha.py) must not leave
+    it running after the cluster is torn down."""
+    name = "rl-restarted"
+    cluster.down(name, out=io.StringIO())
+    try:
+        info = cluster.up(cluster.ClusterConfig(name=name, kube_scheduler=False), out=io.StringIO())
+        processes.restart(info.workdir, "kube-apiserver")
+    finally:
+        cluster.down(name, out=io.StringIO())
+    workdir = cluster.cluster_workdir(name)
+    leftovers = subprocess.run(["pgrep", "-f", str(workdir)], capture_output=True, text=True, check=False)
+    assert leftovers.stdout == "", f"processes left running: {leftovers.stdout}"
 
 
 @pytest.mark.cluster
