@@ -66,10 +66,22 @@ def log_tail(workdir: Path, component: str, lines: int = 15) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+def processes_of(workdir: Path) -> list[int]:
+    """Every live process whose command line names the workdir, with or without a pid
+    file (kwokctl deletes them, and a component restarted by a test has a new pid)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid() and is_ours(int(entry.name), workdir):
+            pids.append(int(entry.name))
+    return pids
+
+
 def stop(workdir: Path, grace_s: float = 5, also: Iterable[int] = ()) -> None:
-    """Stop the cluster's processes still running, and those of ``also`` that are still
-    ours (pids read before the pid files went): SIGTERM, then SIGKILL after grace_s."""
-    pids = sorted(set(running_pids(workdir)) | {p for p in also if is_ours(p, workdir)})
+    """Stop the cluster's processes still running: those of its pid files, of ``also``
+    (pids read before the pid files went) and any other process that names the workdir.
+    SIGTERM, then SIGKILL after grace_s; returns when they are gone or after both waits."""
+    pids = sorted(set(running_pids(workdir)) | set(also) | set(processes_of(workdir)))
+    pids = [p for p in pids if is_ours(p, workdir)]
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):

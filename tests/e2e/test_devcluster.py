@@ -241,7 +241,7 @@ def test_down_stops_a_component_restarted_by_a_test() -> None:
     finally:
         cluster.down(name, out=io.StringIO())
     workdir = cluster.cluster_workdir(name)
-    leftovers = subprocess.run(["pgrep", "-f", str(workdir)], capture_output=True, text=True, check=False)
+    leftovers = subprocess.run(["pgrep", "-af", str(workdir)], capture_output=True, text=True, check=False)
     assert leftovers.stdout == "", f"processes left running: {leftovers.stdout}"
 
 
