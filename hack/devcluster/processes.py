@@ -67,18 +67,27 @@ def log_tail(workdir: Path, component: str, lines: int = 15) -> str:
 
 
 def processes_of(workdir: Path) -> list[int]:
-    """Every live process whose command line names the workdir, with or without a pid
-    file (kwokctl deletes them, and a component restarted by a test has a new pid)."""
+    """Every live component of the cluster, with or without a pid file (kwokctl deletes
+    them, and a component restarted by a test has a new pid): processes running a
+    binary from the workdir. A client that merely names the workdir (a scheduler given
+    its kubeconfig, a ``tail`` of a log) is not one."""
+    prefix = f"{workdir}/".encode()
     pids = []
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid() and is_ours(int(entry.name), workdir):
+        if not entry.name.isdigit():
+            continue
+        try:
+            program = entry.joinpath("cmdline").read_bytes().split(b"\0", 1)[0]
+        except OSError:
+            continue
+        if program.startswith(prefix) and is_ours(int(entry.name), workdir):
             pids.append(int(entry.name))
     return pids
 
 
 def stop(workdir: Path, grace_s: float = 5, also: Iterable[int] = ()) -> None:
     """Stop the cluster's processes still running: those of its pid files, of ``also``
-    (pids read before the pid files went) and any other process that names the workdir.
+    (pids read before the pid files went) and any other component still running.
     SIGTERM, then SIGKILL after grace_s; returns when they are gone or after both waits."""
     pids = sorted(set(running_pids(workdir)) | set(also) | set(processes_of(workdir)))
     pids = [p for p in pids if is_ours(p, workdir)]
