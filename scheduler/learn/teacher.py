@@ -35,7 +35,6 @@ from scheduler.framework.plugin import CycleContext
 from scheduler.framework.profile import Profile, WeightedScore
 from scheduler.objects.pod import Pod
 from scheduler.plugins.registry import ProfileContext, default_filters, register_profile
-from scheduler.plugins.scores.gpu_choice import exclusive_gpus
 from scheduler.policy.graph import GraphBuilder
 from scheduler.policy.scoring import integer_scores
 from scheduler.state.cluster_state import ClusterState, IntArray
@@ -99,11 +98,7 @@ class ReserveScore:
         return integer_scores(self.values(ctx.state, ctx.pod, nodes).astype(np.float32))
 
     def select_gpus(self, ctx: CycleContext, node: int) -> tuple[int, ...]:
-        shape = pod_shape(ctx.pod)
-        if shape.gpu_count == 1 and 0 < shape.gpu_milli < 1000:
-            _, gpu = self.builder.frag.delta(ctx.state, shape, np.array([node], np.int64))
-            return (int(gpu[0]),)
-        return exclusive_gpus(ctx, node)
+        return self.builder.fgd_gpus(ctx, node)
 
 
 def teacher_profile(ctx: ProfileContext) -> Profile:

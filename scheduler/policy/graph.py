@@ -40,6 +40,7 @@ from scheduler.framework.plugin import CycleContext, FilterPlugin
 from scheduler.framework.profile import run_filters
 from scheduler.objects.pod import Pod
 from scheduler.plugins.scores.fgd_common import MAX_SPEC_CPU, MAX_SPEC_GPU
+from scheduler.plugins.scores.gpu_choice import exclusive_gpus
 from scheduler.policy.frag_delta import FragDelta
 from scheduler.resources.gpu import MAX_GPUS_PER_NODE, MILLI_PER_GPU
 from scheduler.state.cluster_state import CPU_COLUMN, MEMORY_COLUMN, ClusterState, IntArray
@@ -326,6 +327,15 @@ class GraphBuilder:
             ],
             np.float32,
         )
+
+    def fgd_gpus(self, ctx: CycleContext, node: int) -> tuple[int, ...]:
+        """FGD's GPU choice on ``node``: a GPU share goes to the GPU whose fragmentation
+        grows least; whole GPUs are taken as the exclusive-GPU plugins take them."""
+        shape = pod_shape(ctx.pod)
+        if shape.gpu_count == 1 and 0 < shape.gpu_milli < 1000:
+            _, gpu = self.frag.delta(ctx.state, shape, np.array([node], np.int64))
+            return (int(gpu[0]),)
+        return exclusive_gpus(ctx, node)
 
     def pair_features(self, state: ClusterState, pod: Pod, nodes: IntArray) -> tuple[FloatArray, IntArray]:
         """``([K, len(PAIR_FEATURES)], gpu choice [K])`` for placing ``pod`` on ``nodes``."""

@@ -25,14 +25,13 @@ from scheduler.framework.plugin import CycleContext
 from scheduler.framework.profile import Profile, WeightedScore
 from scheduler.objects.pod import Pod
 from scheduler.plugins.registry import ProfileContext, default_filters
-from scheduler.plugins.scores.gpu_choice import exclusive_gpus
 from scheduler.policy.checkpoint import load_checkpoint
 from scheduler.policy.graph import GraphBuilder
 from scheduler.policy.inference import CachedScorer, NumpyScorer
 from scheduler.policy.model import NodeScorer, quantize
 from scheduler.policy.scoring import integer_scores, round_to_step
 from scheduler.state.cluster_state import ClusterState, IntArray
-from scheduler.state.fragmentation import TypicalPods, pod_shape
+from scheduler.state.fragmentation import TypicalPods
 
 FloatArray = npt.NDArray[np.float32]
 
@@ -70,11 +69,7 @@ class GnnScore:
         return integer_scores(self.logits(ctx.state, ctx.pod, nodes))
 
     def select_gpus(self, ctx: CycleContext, node: int) -> tuple[int, ...]:
-        shape = pod_shape(ctx.pod)
-        if shape.gpu_count == 1 and 0 < shape.gpu_milli < 1000:
-            _, gpu = self.builder.frag.delta(ctx.state, shape, np.array([node], np.int64))
-            return (int(gpu[0]),)
-        return exclusive_gpus(ctx, node)
+        return self.builder.fgd_gpus(ctx, node)
 
 
 def gnn_profile(ctx: ProfileContext, checkpoint: Path | None = None) -> Profile:
