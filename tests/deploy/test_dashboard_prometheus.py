@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +25,7 @@ from tests.e2e.support import (
     ensure_namespace,
     running_scheduler,
     running_trainer,
+    submit_candidate,
     trainer_metric,
     wait_for,
 )
@@ -84,17 +83,7 @@ def trainer(
 def submit_a_worse_candidate(shared: Path, folder: Path) -> None:
     """Hands the gate a policy that prefers fragmenting placements (a rejection)."""
     worse = save_checkpoint(anti_fgd(load_checkpoint().model), folder / "worse")
-    command = [
-        sys.executable,
-        "-m",
-        "scheduler.cli",
-        "policy",
-        "--shared-dir",
-        str(shared),
-        "submit",
-        str(worse),
-    ]
-    subprocess.run(command, check=True, capture_output=True)
+    submit_candidate(shared, worse)
 
 
 def test_every_dashboard_query_returns_data(

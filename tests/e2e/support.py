@@ -226,3 +226,9 @@ def trainer_metric(port: int, name: str) -> float:
         for line in text.splitlines()
         if not line.startswith("#") and line.split("{")[0].split(" ")[0] == name
     )
+
+
+def submit_candidate(shared: Path, checkpoint: Path) -> None:
+    """``rl-scheduler policy submit``: hand a checkpoint to the trainer's promotion gate."""
+    command = [sys.executable, "-m", "scheduler.cli", "policy", "--shared-dir", str(shared)]
+    subprocess.run([*command, "submit", str(checkpoint)], check=True, capture_output=True)

@@ -7,8 +7,6 @@ experience log costs records, never scheduling."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -37,6 +35,7 @@ from tests.e2e.support import (
     replace_nodes,
     running_scheduler,
     running_trainer,
+    submit_candidate,
     trainer_metric,
     wait_for,
 )
@@ -189,19 +188,7 @@ def test_the_trainer_promotes_a_better_policy_for_a_shifted_mix_and_refuses_a_wo
             # a deliberately worse candidate goes through the gate and is refused
             worse = save_checkpoint(anti_fgd(promoted), tmp_path / "worse")
             rejected_before = trainer_metric(trainer, "rl_scheduler_trainer_rejections_total")
-            subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "scheduler.cli",
-                    "policy",
-                    "--shared-dir",
-                    str(shared),
-                    "submit",
-                    str(worse),
-                ],
-                check=True,
-            )
+            submit_candidate(shared, worse)
             inbox = shared / "candidates"
             # judged (the trainer removes a submitted folder once its verdict is in) ...
             wait_for(
