@@ -36,13 +36,13 @@ from scheduler.framework.profile import Profile, WeightedScore
 from scheduler.objects.pod import Pod
 from scheduler.plugins.registry import ProfileContext, default_filters, register_profile
 from scheduler.policy.graph import GraphBuilder
+from scheduler.policy.model import RESERVE_MAX, RESERVE_MIN
 from scheduler.policy.scoring import integer_scores
 from scheduler.state.cluster_state import ClusterState, IntArray
 from scheduler.state.fragmentation import TypicalPods, pod_shape
 
 TEACHER_PROFILE = "fgd-reserve"
 WEIGHT_POINTS_PER_CORE = 2.0
-RESERVE_MAX, RESERVE_MIN = 9.0, 4.0
 RESERVE_SLOPE, RESERVE_PIVOT = 11.1, 0.832
 
 

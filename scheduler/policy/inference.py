@@ -76,9 +76,11 @@ class NumpyScorer:
         self.prior = np.float32(PRIOR_POINTS * config.prior_weight)
         self.reserve: FloatArray | None = None
         self.reserve_weight = np.float32(0.0)
+        self.reserve_bounds = (np.float32(0.0), np.float32(np.inf))
         if model.reserve is not None:
             self.reserve = _array(model.reserve.reserve)
             self.reserve_weight = np.float32(float(model.reserve.weight.detach()))
+            self.reserve_bounds = (np.float32(model.reserve.low), np.float32(model.reserve.high))
 
     def encode(self, node_x: FloatArray) -> FloatArray:
         out: FloatArray = np.maximum(node_x @ self.enc_w + self.enc_b, 0.0)
@@ -130,6 +132,7 @@ class NumpyScorer:
             + whole_offset * (1.0 - share - cpu_only)
             + cpu_offset * cpu_only
         )
+        reserve = np.clip(reserve, *self.reserve_bounds)
         shortfall = np.maximum(
             reserve * pair_x[:, IDLE_GPUS_AFTER] * np.float32(8.0)
             - pair_x[:, CPU_LEFT_AFTER] * np.float32(128.0),

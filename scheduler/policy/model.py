@@ -47,6 +47,7 @@ from scheduler.policy.graph import NODE_FEATURES, PAIR_FEATURES, POD_FEATURES
 ScorerKind = Literal["gnn", "mlp", "flat-mlp", "pooled-gnn"]
 SCORER_KINDS: tuple[ScorerKind, ...] = ("gnn", "mlp", "flat-mlp", "pooled-gnn")
 PRIOR_POINTS = 100.0  # pair feature 0 is FGD's score / 100
+RESERVE_MIN, RESERVE_MAX = 4.0, 9.0  # cores per idle GPU, as the teacher's rule is clipped
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,11 @@ class ScorerConfig:
     head_hidden: int = 64
     prior_weight: float = 1.0
     reserve_term: bool = True
+    # The reserve (cores per idle GPU) is kept within these bounds, the teacher's: a
+    # linear rule fitted on two workloads must not extrapolate to others (unclamped,
+    # it asked 11 cores per GPU on openb cpu0, where 9 beats FGD and 12 loses to it).
+    reserve_min: float = RESERVE_MIN
+    reserve_max: float = RESERVE_MAX
     score_step: float = 0.5
     value_head: bool = False
     max_nodes: int = 0  # fixed action list of flat-mlp / pooled-gnn
@@ -95,10 +101,14 @@ RESERVE_WEIGHT_INIT = 0.0
 
 class ReserveTerm(nn.Module):
     """``-weight * max(reserve * idle GPUs after - cores left after, 0)`` in points, with
-    ``reserve = base + slope * (pressure - pivot) + offset[pod kind]`` cores per GPU."""
+    ``reserve = clamp(base + slope * (pressure - pivot) + offset[pod kind], low, high)``
+    cores per GPU."""
 
-    def __init__(self) -> None:
+    def __init__(self, low: float, high: float) -> None:
         super().__init__()
+        if not 0.0 <= low <= high:
+            raise ValueError(f"reserve bounds need 0 <= reserve_min <= reserve_max, got {low}, {high}")
+        self.low, self.high = low, high
         self.reserve = nn.Parameter(torch.tensor(RESERVE_INIT))
         self.weight = nn.Parameter(torch.tensor(RESERVE_WEIGHT_INIT))
 
@@ -113,7 +123,7 @@ class ReserveTerm(nn.Module):
             + share_offset * share
             + whole_offset * whole
             + cpu_offset * cpu_only
-        )
+        ).clamp(self.low, self.high)
         shortfall = torch.relu(reserve * pair_x[:, IDLE_GPUS_AFTER] * 8.0 - pair_x[:, CPU_LEFT_AFTER] * 128.0)
         penalty: Tensor = -self.weight * shortfall
         return penalty
@@ -146,7 +156,7 @@ class NodeScorer(nn.Module):
         nn.init.zeros_(last.bias)
         self.reserve: ReserveTerm | None = None
         if config.reserve_term and config.kind in ("gnn", "mlp"):
-            self.reserve = ReserveTerm()
+            self.reserve = ReserveTerm(config.reserve_min, config.reserve_max)
         self.value: nn.Sequential | None = None
         if config.value_head:
             self.value = _mlp(hidden + config.pod_features, config.head_hidden, 1)

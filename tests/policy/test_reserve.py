@@ -1,0 +1,49 @@
+"""The reserve term keeps its cores per idle GPU within the configured bounds, in the
+torch model and in the numpy scorer the live plugin uses."""
+
+import numpy as np
+import pytest
+import torch
+
+from scheduler.policy.graph import PAIR_FEATURES, POD_FEATURES
+from scheduler.policy.inference import NumpyScorer
+from scheduler.policy.model import (
+    CPU_LEFT_AFTER,
+    CPU_PRESSURE,
+    IDLE_GPUS_AFTER,
+    PRESSURE_PIVOT,
+    NodeScorer,
+    ScorerConfig,
+)
+
+
+@pytest.mark.parametrize(
+    ("base", "slope", "pressure", "expected_reserve"),
+    [
+        pytest.param(6.5, 0.0, PRESSURE_PIVOT, 6.5, id="inside the bounds"),
+        pytest.param(2.0, 0.0, PRESSURE_PIVOT, 4.0, id="below: the minimum"),
+        pytest.param(8.5, -11.0, 0.635, 9.0, id="extrapolated above: the maximum (openb cpu0)"),
+        pytest.param(8.5, -11.0, 1.193, 4.53, id="cpu300: inside"),
+    ],
+)
+def test_the_reserve_is_clamped(base: float, slope: float, pressure: float, expected_reserve: float) -> None:
+    model = NodeScorer(ScorerConfig(hidden=8, head_hidden=8))
+    assert model.reserve is not None
+    with torch.no_grad():
+        model.reserve.reserve.copy_(torch.tensor([base, slope, 0.0, 0.0, 0.0]))
+        model.reserve.weight.fill_(1.0)
+    pair = np.zeros((1, len(PAIR_FEATURES)), np.float32)
+    pair[0, IDLE_GPUS_AFTER] = 1 / 8  # one idle GPU after placing
+    pair[0, CPU_LEFT_AFTER] = 0.0  # no core left
+    pod = np.zeros(len(POD_FEATURES), np.float32)
+    pod[CPU_PRESSURE] = pressure
+    with torch.no_grad():
+        slow = float(model.reserve(torch.from_numpy(pair), torch.from_numpy(pod))[0])
+    fast = float(NumpyScorer(model).reserve_penalty(pair, pod)[0])
+    assert slow == pytest.approx(-expected_reserve, abs=0.01)
+    assert fast == pytest.approx(slow, abs=1e-4)
+
+
+def test_bounds_out_of_order_are_refused() -> None:
+    with pytest.raises(ValueError, match="reserve_min <= reserve_max"):
+        NodeScorer(ScorerConfig(reserve_min=9.0, reserve_max=4.0))
