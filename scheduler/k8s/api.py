@@ -112,9 +112,14 @@ class KubeApi:
 
     async def list_items(self, lister: Callable[..., Any]) -> list[dict[str, Any]]:
         """A list call's items as plain JSON objects (faster than the client's models)."""
-        listing: dict[str, Any] = await self.call_unparsed(lister, parse=json.loads)
-        items: list[dict[str, Any]] = listing.get("items", [])
+        items, _version = await self.list_with_version(lister)
         return items
+
+    async def list_with_version(self, lister: Callable[..., Any]) -> tuple[list[dict[str, Any]], str]:
+        """``list_items`` and the listing's resourceVersion (where a watch starts)."""
+        listing: dict[str, Any] = await self.call_unparsed(lister, parse=json.loads)
+        items: list[dict[str, Any]] = listing.get("items") or []
+        return items, str((listing.get("metadata") or {}).get("resourceVersion") or "")
 
     def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)

@@ -1,9 +1,11 @@
 """``rl-scheduler run``: the kopf operator around the scheduler runtime.
 
-kopf gives the process its lifecycle (login, watches that restart, retries). We use
-only event handlers, which never write to the objects they watch: no annotations,
-no finalizers on users' pods, and kopf's posting of log lines as Kubernetes events
-is off. kopf's peering is off too; a Lease elects the replica that binds.
+kopf gives the process its lifecycle (login, watches that restart, retries) and
+watches nodes and namespaces. We use only event handlers, which never write to the
+objects they watch, and kopf's posting of log lines as Kubernetes events is off.
+kopf's peering is off too; a Lease elects the replica that binds. Pods, the one
+high-rate kind, come from a watch of our own (``scheduler.k8s.watch``), which never
+writes to them either.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from scheduler.k8s.metrics import Metrics
 from scheduler.k8s.policy import PolicyManager, TypicalWorkload
 from scheduler.k8s.runtime import SchedulerRuntime
 from scheduler.k8s.settings import Settings
+from scheduler.k8s.watch import PodWatch
 
 log = logging.getLogger("rl-scheduler")
 
@@ -87,10 +90,6 @@ def build_registry(runtime: SchedulerRuntime, configuration: client.Configuratio
     async def node_event(event: Mapping[str, Any], body: Mapping[str, Any], **_: Any) -> None:
         runtime.on_node_event(_event_type(event), body)
 
-    @kopf.on.event("", "v1", "pods", registry=registry)
-    async def pod_event(event: Mapping[str, Any], body: Mapping[str, Any], **_: Any) -> None:
-        runtime.on_pod_event(_event_type(event), body)
-
     @kopf.on.event("", "v1", "namespaces", registry=registry)
     async def namespace_event(event: Mapping[str, Any], body: Mapping[str, Any], **_: Any) -> None:
         runtime.on_namespace_event(_event_type(event), body)
@@ -129,6 +128,7 @@ async def run(settings: Settings) -> None:
         else:
             runtime.leading.clear()
 
+    pod_watch = PodWatch(api, runtime.on_pod_event, runtime.list_and_apply)
     elector = LeaderElector(api, settings.lease_name, settings.leader_election, me, on_change=on_leadership)
     tasks: list[asyncio.Task[Any]] = [
         asyncio.create_task(
@@ -144,7 +144,8 @@ async def run(settings: Settings) -> None:
     try:
         if runtime.experience is not None:
             runtime.experience.start()
-        await runtime.list_and_apply()
+        pods_version = await runtime.list_and_apply()
+        tasks.append(asyncio.create_task(pod_watch.run(pods_version), name="pod-watch"))
         log.info(
             "cache synced: %d nodes, %d pods placed",
             len(runtime.cache.state),

@@ -115,17 +115,21 @@ class SchedulerRuntime:
 
     # ---- listing --------------------------------------------------------------
 
-    async def list_and_apply(self) -> None:
+    async def list_and_apply(self) -> str:
         """List nodes, namespaces and pods, apply them as events, and drop what the
-        listing no longer has (a deletion a restarted watch never reported)."""
+        listing no longer has (a deletion a restarted watch never reported). Returns
+        the pod listing's resourceVersion, where a pod watch picks up."""
         listed_at = time.monotonic()
         seen: dict[str, set[str]] = {}
+        pods_version = ""
         for kind, lister, handler in (
             ("nodes", self.api.core.list_node, self.on_node_event),
             ("namespaces", self.api.core.list_namespace, self.on_namespace_event),
             ("pods", self.api.core.list_pod_for_all_namespaces, self.on_pod_event),
         ):
-            items = await self.api.list_items(lister)
+            items, version = await self.api.list_with_version(lister)
+            if kind == "pods":
+                pods_version = version
             for item in items:
                 handler("ADDED", item)
             seen[kind] = (
@@ -137,6 +141,7 @@ class SchedulerRuntime:
             if self.queue.forget(key):
                 self.reporter.forget(key)
         self.synced.set()
+        return pods_version
 
     async def resync_forever(self) -> None:
         while True:

@@ -1,0 +1,124 @@
+"""The pod watch's decoding of the API server's JSON lines (the stream itself is
+exercised against a real API server in tests/e2e)."""
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterator
+from typing import Any, cast
+
+import pytest
+
+from scheduler.k8s.api import KubeApi
+from scheduler.k8s.watch import LineDecoder, PodWatch, ResourceVersionGoneError
+
+
+def line(kind: str, obj: dict[str, Any]) -> bytes:
+    return json.dumps({"type": kind, "object": obj}).encode() + b"\n"
+
+
+def pod(name: str, version: str) -> dict[str, Any]:
+    return {"kind": "Pod", "metadata": {"name": name, "namespace": "ns", "resourceVersion": version}}
+
+
+@pytest.mark.parametrize(
+    ("chunks", "events", "version"),
+    [
+        pytest.param([line("ADDED", pod("a", "5"))], [("ADDED", "a")], "5", id="one event"),
+        pytest.param(
+            [line("ADDED", pod("a", "5")) + line("MODIFIED", pod("a", "6"))],
+            [("ADDED", "a"), ("MODIFIED", "a")],
+            "6",
+            id="two in one chunk",
+        ),
+        pytest.param(
+            [(raw := line("DELETED", pod("b", "9")))[:17], raw[17:40], raw[40:]],
+            [("DELETED", "b")],
+            "9",
+            id="one split over three chunks",
+        ),
+        pytest.param(
+            [line("BOOKMARK", {"kind": "Pod", "metadata": {"resourceVersion": "77"}})],
+            [],
+            "77",
+            id="bookmark moves the version only",
+        ),
+        pytest.param([b"\n  \n"], [], "1", id="blank lines"),
+        pytest.param(
+            [b"not json\n" + line("ADDED", pod("c", "3"))], [("ADDED", "c")], "3", id="garbage skipped"
+        ),
+        pytest.param(
+            [line("ERROR", {"code": 500, "message": "boom"}) + line("ADDED", pod("d", "4"))],
+            [("ADDED", "d")],
+            "4",
+            id="other errors skipped",
+        ),
+        pytest.param([line("ADDED", pod("e", "8"))[:-1]], [], "1", id="no newline yet"),
+    ],
+)
+def test_decoder_splits_lines_and_tracks_the_version(
+    chunks: list[bytes], events: list[tuple[str, str]], version: str
+) -> None:
+    decoder = LineDecoder("1")
+    seen = [(kind, obj["metadata"]["name"]) for chunk in chunks for kind, obj in decoder.feed(chunk)]
+    assert seen == events
+    assert decoder.resource_version == version
+
+
+def test_gone_version_raises() -> None:
+    decoder = LineDecoder("1")
+    status = {"kind": "Status", "code": 410, "message": "too old resource version: 1 (20)"}
+    with pytest.raises(ResourceVersionGoneError, match="too old resource version"):
+        decoder.feed(line("ERROR", status))
+
+
+class ScriptedWatch(PodWatch):
+    """A PodWatch whose API server answers each watch call from a script."""
+
+    def __init__(self, script: list[list[bytes]], relist_version: str) -> None:
+        super().__init__(cast(KubeApi, None), self.record, self.relist_now)
+        self.script = script
+        self.relist_version = relist_version
+        self.started_at: list[str] = []
+        self.delivered: list[tuple[str, str]] = []
+        self.relists = 0
+        self.done = asyncio.Event()
+
+    def record(self, kind: str, manifest: dict[str, Any]) -> None:
+        self.delivered.append((kind, manifest["metadata"]["name"]))
+        if len(self.delivered) == 2:
+            self.done.set()
+
+    async def relist_now(self) -> str:
+        self.relists += 1
+        return self.relist_version
+
+    def _stream(self, resource_version: str) -> Iterator[bytes]:
+        self.started_at.append(resource_version)
+        if not self.script:
+            threading.Event().wait(2.0)  # an idle watch
+            return
+        yield from self.script.pop(0)
+
+
+def test_watch_resumes_from_the_last_version_and_relists_when_it_is_gone() -> None:
+    gone = line("ERROR", {"kind": "Status", "code": 410, "message": "too old resource version"})
+    watch = ScriptedWatch(
+        [
+            [line("ADDED", pod("a", "11"))],  # then the server ends the watch
+            [gone],
+            [line("MODIFIED", pod("b", "31"))],
+        ],
+        relist_version="30",
+    )
+
+    async def scenario() -> None:
+        task = asyncio.create_task(watch.run("10"))
+        await asyncio.wait_for(watch.done.wait(), timeout=10)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(scenario())
+    assert watch.delivered == [("ADDED", "a"), ("MODIFIED", "b")]
+    assert watch.relists == 1
+    assert watch.started_at[:3] == ["10", "11", "30"]
