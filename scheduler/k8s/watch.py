@@ -15,6 +15,7 @@ API server has compacted that version away (410 Gone), it lists again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import threading
@@ -158,7 +159,8 @@ class PodWatch:
                 error = ResourceVersionGoneError(caught.reason or "") if caught.status == 410 else caught
             except BaseException as caught:  # handed to the event loop, which decides
                 error = caught
-            loop.call_soon_threadsafe(settle, error)
+            with contextlib.suppress(RuntimeError):  # the loop closed: the process is ending
+                loop.call_soon_threadsafe(settle, error)
 
         # A daemon thread: a watch blocked in a read must not hold the process at exit.
         threading.Thread(target=read, name="pod-watch", daemon=True).start()
