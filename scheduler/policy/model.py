@@ -12,7 +12,8 @@ and a per-node head reads ``[embedding, pair features, pod features]``:
 
 The middle term (``reserve_term``) is a learned CPU reserve per idle GPU: the capacity
 FGD strands at saturation is idle GPUs on nodes whose CPU is gone. ``reserve`` is a
-learned linear function of the workload's CPU pressure and the pod's kind, ``weight``
+learned linear function of the workload's CPU pressure and the pod's kind, kept within
+``[reserve_min, reserve_max]`` (4-9 cores, the teacher's bounds), ``weight``
 a learned price per missing core. With ``prior_weight = 1`` the head learns a further
 correction to FGD; its last layer starts at zero, so an untrained scorer with a zero
 reserve weight *is* FGD (ties go to the first node in state order, as FGD's do). With
@@ -86,6 +87,11 @@ class ScorerConfig:
             raise ValueError(f"kind {config.kind!r} is not one of {', '.join(SCORER_KINDS)}")
         if config.kind in ("flat-mlp", "pooled-gnn") and config.max_nodes <= 0:
             raise ValueError(f"kind {config.kind!r} needs max_nodes > 0")
+        if not 0.0 <= config.reserve_min <= config.reserve_max:
+            raise ValueError(
+                f"reserve_min {config.reserve_min} and reserve_max {config.reserve_max} "
+                "need 0 <= reserve_min <= reserve_max"
+            )
         return config
 
 

@@ -117,6 +117,13 @@ def _rehash(folder: Path) -> None:
             "kind",
             id="an unknown kind",
         ),
+        pytest.param(
+            _edit_manifest(model={"kind": "gnn", "reserve_min": 9.0, "reserve_max": 4.0}),
+            MANIFEST_FILE,
+            "model",
+            "reserve_min <= reserve_max",
+            id="reserve bounds out of order",
+        ),
         pytest.param(_rehash, WEIGHTS_FILE, "encoder.0.weight", "shape", id="weights of another model size"),
     ],
 )

@@ -47,3 +47,5 @@ def test_the_reserve_is_clamped(base: float, slope: float, pressure: float, expe
 def test_bounds_out_of_order_are_refused() -> None:
     with pytest.raises(ValueError, match="reserve_min <= reserve_max"):
         NodeScorer(ScorerConfig(reserve_min=9.0, reserve_max=4.0))
+    with pytest.raises(ValueError, match="reserve_min <= reserve_max"):
+        ScorerConfig.from_json({"reserve_min": -1.0})
