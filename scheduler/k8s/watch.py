@@ -100,34 +100,32 @@ class PodWatch:
         self._response: Any = None
 
     async def run(self, resource_version: str) -> None:
-        """Watch forever from ``resource_version``."""
-        version, backoff = resource_version, BACKOFF_MIN_S
+        """Watch forever from ``resource_version``; one backoff serves a dropped watch
+        and a failed listing."""
+        version: str | None = resource_version  # None: list first
+        backoff = BACKOFF_MIN_S
         while True:
-            decoder = LineDecoder(version)
+            decoder: LineDecoder | None = None
             try:
+                if version is None:
+                    version = await self.relist()
+                decoder = LineDecoder(version)
                 await self._watch_once(decoder)
                 backoff = BACKOFF_MIN_S  # the server's timeout: resume at once
             except ResourceVersionGoneError as gone:
-                log.info("pod watch: version %s is gone (%s); listing again", decoder.resource_version, gone)
-                decoder.resource_version = await self._relist_until_done()
+                log.info("pod watch: version %s is gone (%s); listing again", version, gone)
+                version = None
+                continue
             except asyncio.CancelledError:
                 self._close()
                 raise
             except Exception as error:
-                log.warning("pod watch dropped (%s: %s); retry in %ds", type(error).__name__, error, backoff)
+                what = "pod watch dropped" if decoder is not None else "pod listing failed"
+                log.warning("%s (%s: %s); retry in %ds", what, type(error).__name__, error, backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
-            version = decoder.resource_version
-
-    async def _relist_until_done(self) -> str:
-        backoff = BACKOFF_MIN_S
-        while True:
-            try:
-                return await self.relist()
-            except Exception as error:
-                log.warning("pod listing failed (%s); again in %.0f s", error, backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, BACKOFF_MAX_S)
+            if decoder is not None:
+                version = decoder.resource_version
 
     async def _watch_once(self, decoder: LineDecoder) -> None:
         loop = asyncio.get_running_loop()

@@ -75,10 +75,11 @@ def test_gone_version_raises() -> None:
 class ScriptedWatch(PodWatch):
     """A PodWatch whose API server answers each watch call from a script."""
 
-    def __init__(self, script: list[list[bytes]], relist_version: str) -> None:
+    def __init__(self, script: list[list[bytes]], relist_version: str, relist_failures: int = 0) -> None:
         super().__init__(cast(KubeApi, None), self.record, self.relist_now)
         self.script = script
         self.relist_version = relist_version
+        self.relist_failures = relist_failures
         self.started_at: list[str] = []
         self.delivered: list[tuple[str, str]] = []
         self.relists = 0
@@ -91,6 +92,8 @@ class ScriptedWatch(PodWatch):
 
     async def relist_now(self) -> str:
         self.relists += 1
+        if self.relists <= self.relist_failures:
+            raise ConnectionError("the API server is not answering")
         return self.relist_version
 
     def _stream(self, resource_version: str) -> Iterator[bytes]:
@@ -122,3 +125,23 @@ def test_watch_resumes_from_the_last_version_and_relists_when_it_is_gone() -> No
     assert watch.delivered == [("ADDED", "a"), ("MODIFIED", "b")]
     assert watch.relists == 1
     assert watch.started_at[:3] == ["10", "11", "30"]
+
+
+def test_a_failed_listing_is_retried_before_the_watch_resumes() -> None:
+    gone = line("ERROR", {"kind": "Status", "code": 410, "message": "too old resource version"})
+    watch = ScriptedWatch(
+        [[gone], [line("ADDED", pod("a", "31")), line("MODIFIED", pod("a", "32"))]],
+        relist_version="30",
+        relist_failures=1,
+    )
+
+    async def scenario() -> None:
+        task = asyncio.create_task(watch.run("10"))
+        await asyncio.wait_for(watch.done.wait(), timeout=10)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(scenario())
+    assert watch.relists == 2
+    assert watch.started_at[:2] == ["10", "30"]
+    assert watch.delivered == [("ADDED", "a"), ("MODIFIED", "a")]
