@@ -146,6 +146,11 @@ def summarise_synthetic(results: Sequence[SyntheticResult]) -> dict[str, Any]:
         policies[policy] = {
             "seeds": sorted(r.spec.seed for r in runs),
             "placed_before_first_failure": _median([float(r.placed_before_first_failure) for r in runs]),
+            # The same for every policy of a seed (the workload does not depend on it).
+            "demand_bound": _median([float(r.demand_bound) for r in runs]),
+            "share_of_bound": _median(
+                [100.0 * r.placed_before_first_failure / max(r.demand_bound, 1) for r in runs]
+            ),
             "failed": _median([float(r.failed) for r in runs]),
             "placed": _median([float(r.placed) for r in runs]),
             "cpu_allocated_at_failures": _median([r.cpu_allocated_at_failures for r in runs]),
@@ -171,11 +176,21 @@ def synthetic_table(summary: dict[str, Any]) -> str:
         [
             policy,
             f"{entry['placed_before_first_failure'] or 0:.0f}",
+            f"{entry['demand_bound'] or 0:.0f}",
+            _cell(entry["share_of_bound"]),
             f"{entry['failed'] or 0:.0f}",
             _cell(entry["cpu_allocated_at_failures"]),
             _cell(entry["memory_allocated_at_failures"]),
         ]
         for policy, entry in sorted(policies, key=lambda kv: -(kv[1]["placed_before_first_failure"] or 0))
     ]
-    header = ["policy", "placed before 1st failure", "failed", "cpu% at failures", "mem% at failures"]
+    header = [
+        "policy",
+        "placed before 1st failure",
+        "bound",
+        "% of bound",
+        "failed",
+        "cpu% at failures",
+        "mem% at failures",
+    ]
     return format_table(header, rows)

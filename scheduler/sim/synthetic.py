@@ -9,6 +9,13 @@ capacity is stranded.
 
 What a policy is judged on: pods placed before the first one that fits nowhere,
 pods that failed in all, and the CPU and memory allocated while pods were failing.
+
+The workload (arrival times, shapes, lifetimes) is drawn from the seed before the
+first decision, apart from the random numbers a policy uses to break ties, so every
+policy of a seed sees the same pods. Until its first failure every policy has placed
+the same pods, so the same pods are running: the first arrival whose request, added
+to theirs, exceeds the cluster's CPU or memory bounds what any policy can place
+before its first failure (``demand_bound``).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 from scheduler.framework.profile import schedule_pod
 from scheduler.objects.node import Node
@@ -63,6 +71,7 @@ class SyntheticResult:
     placed: int
     failed: int
     placed_before_first_failure: int
+    demand_bound: int  # no policy places more before its first failure (module docstring)
     cpu_allocated_at_failures: float  # mean % of cluster CPU allocated when a pod failed
     memory_allocated_at_failures: float
     seconds: float
@@ -108,43 +117,80 @@ def synthetic_pod(index: int, cpu_milli: int, memory_mib: int) -> Pod:
     )
 
 
-def run_synthetic(spec: SyntheticSpec, progress: Callable[[int, int], None] | None = None) -> SyntheticResult:
-    rng = np.random.default_rng(spec.seed)
-    nodes = synthetic_nodes(spec.nodes, rng)
-    state = ClusterState(nodes)
-    checkpoint = Path(spec.checkpoint) if spec.checkpoint else None
-    profile = build_profile(
-        spec.policy, ProfileContext(rng=np.random.default_rng(spec.seed), checkpoint=checkpoint)
-    )
+@dataclass(frozen=True)
+class SyntheticWorkload:
+    """Pod ``i`` arrives at ``arrivals[i]`` with ``POD_SHAPES[shapes[i]]`` and, if
+    placed, leaves ``lifetimes[i]`` seconds later."""
+
+    arrivals: npt.NDArray[np.float64]
+    shapes: npt.NDArray[np.int64]
+    lifetimes: npt.NDArray[np.float64]
+
+
+def synthetic_workload(spec: SyntheticSpec, nodes: list[Node], rng: np.random.Generator) -> SyntheticWorkload:
+    """The arrivals, sized by Little's law on the cluster's scarcer resource."""
     shape_weights = np.array([w for *_, w in POD_SHAPES], float)
     shape_weights /= shape_weights.sum()
     mean_cpu = sum(c * w for (c, _, _), w in zip(POD_SHAPES, shape_weights, strict=True))
     mean_memory = sum(m * 2**20 * w for (_, m, _), w in zip(POD_SHAPES, shape_weights, strict=True))
+    cpu_capacity = sum(node.allocatable.get(CPU, 0) for node in nodes)
+    memory_capacity = sum(node.allocatable.get(MEMORY, 0) for node in nodes)
+    # Little's law: pods in the system = rate x lifetime.
+    pods_at_capacity = min(cpu_capacity / mean_cpu, memory_capacity / mean_memory)
+    rate = spec.target_load * pods_at_capacity / spec.mean_lifetime_s
+    return SyntheticWorkload(
+        arrivals=np.cumsum(rng.exponential(1.0 / rate, size=spec.pods)),
+        shapes=rng.choice(len(POD_SHAPES), size=spec.pods, p=shape_weights),
+        lifetimes=rng.exponential(spec.mean_lifetime_s, size=spec.pods),
+    )
+
+
+def demand_bound(workload: SyntheticWorkload, cpu_capacity: int, memory_capacity: int) -> int:
+    """Pods placed before the first arrival that no packing could place (see above)."""
+    cpu_milli = np.array([c for c, _, _ in POD_SHAPES], np.int64)[workload.shapes]
+    memory = np.array([m * 2**20 for _, m, _ in POD_SHAPES], np.int64)[workload.shapes]
+    running: list[tuple[float, int]] = []
+    cpu = memory_used = 0
+    for index, arrival in enumerate(workload.arrivals):
+        while running and running[0][0] <= arrival:
+            gone = heapq.heappop(running)[1]
+            cpu -= int(cpu_milli[gone])
+            memory_used -= int(memory[gone])
+        cpu += int(cpu_milli[index])
+        memory_used += int(memory[index])
+        if cpu > cpu_capacity or memory_used > memory_capacity:
+            return index
+        heapq.heappush(running, (float(arrival + workload.lifetimes[index]), index))
+    return len(workload.arrivals)
+
+
+def run_synthetic(spec: SyntheticSpec, progress: Callable[[int, int], None] | None = None) -> SyntheticResult:
+    workload_rng, decision_rng = (np.random.default_rng([spec.seed, stream]) for stream in (0, 1))
+    nodes = synthetic_nodes(spec.nodes, workload_rng)
+    workload = synthetic_workload(spec, nodes, workload_rng)
+    state = ClusterState(nodes)
+    checkpoint = Path(spec.checkpoint) if spec.checkpoint else None
+    profile = build_profile(spec.policy, ProfileContext(rng=decision_rng, checkpoint=checkpoint))
     cpu_column, memory_column = state.resource_index[CPU], state.resource_index[MEMORY]
     cpu_capacity = int(state.allocatable[:, cpu_column].sum())
     memory_capacity = int(state.allocatable[:, memory_column].sum())
-    # Little's law: pods in the system = rate x lifetime; size it on the scarcer resource.
-    pods_at_capacity = min(cpu_capacity / mean_cpu, memory_capacity / mean_memory)
-    rate = spec.target_load * pods_at_capacity / spec.mean_lifetime_s
 
     departures: list[tuple[float, str]] = []
-    now = 0.0
     placed = failed = 0
     first_failure = -1
     cpu_at_failures: list[float] = []
     memory_at_failures: list[float] = []
     started = time.perf_counter()
-    shapes = rng.choice(len(POD_SHAPES), size=spec.pods, p=shape_weights)
     for index in range(spec.pods):
-        now += rng.exponential(1.0 / rate)
+        now = float(workload.arrivals[index])
         while departures and departures[0][0] <= now:
             state.remove(heapq.heappop(departures)[1])
-        cpu_milli, memory_mib, _ = POD_SHAPES[shapes[index]]
+        cpu_milli, memory_mib, _ = POD_SHAPES[workload.shapes[index]]
         pod = synthetic_pod(index, cpu_milli, memory_mib)
-        decision = schedule_pod(state, pod, profile, rng)
+        decision = schedule_pod(state, pod, profile, decision_rng)
         if decision.scheduled:
             state.place(pod, decision.node)
-            heapq.heappush(departures, (now + rng.exponential(spec.mean_lifetime_s), pod.key))
+            heapq.heappush(departures, (now + float(workload.lifetimes[index]), pod.key))
             placed += 1
         else:
             failed += 1
@@ -159,6 +205,7 @@ def run_synthetic(spec: SyntheticSpec, progress: Callable[[int, int], None] | No
         placed=placed,
         failed=failed,
         placed_before_first_failure=placed if first_failure < 0 else first_failure,
+        demand_bound=demand_bound(workload, cpu_capacity, memory_capacity),
         cpu_allocated_at_failures=float(np.mean(cpu_at_failures)) if cpu_at_failures else float("nan"),
         memory_allocated_at_failures=float(np.mean(memory_at_failures))
         if memory_at_failures
