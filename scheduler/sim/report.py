@@ -146,6 +146,11 @@ def summarise_synthetic(results: Sequence[SyntheticResult]) -> dict[str, Any]:
         policies[policy] = {
             "seeds": sorted(r.spec.seed for r in runs),
             "placed_before_first_failure": _median([float(r.placed_before_first_failure) for r in runs]),
+            # Per seed, for paired comparisons (every policy of a seed sees the same pods).
+            "placed_before_first_failure_by_seed": {
+                str(run.spec.seed): run.placed_before_first_failure
+                for run in sorted(runs, key=lambda run: run.spec.seed)
+            },
             # The same for every policy of a seed (the workload does not depend on it).
             "demand_bound": _median([float(r.demand_bound) for r in runs]),
             "share_of_bound": _median(

@@ -4,8 +4,10 @@ bound on pods placed before the first failure that no policy exceeds."""
 import numpy as np
 import pytest
 
+from scheduler.sim.report import summarise_synthetic, synthetic_table
 from scheduler.sim.synthetic import (
     POD_SHAPES,
+    SyntheticResult,
     SyntheticSpec,
     SyntheticWorkload,
     demand_bound,
@@ -78,3 +80,35 @@ def test_a_seed_replays_identically() -> None:
 def test_a_cluster_without_nodes_is_refused() -> None:
     with pytest.raises(ValueError, match="nodes must be positive"):
         synthetic_nodes(0, np.random.default_rng(0))
+
+
+def result(policy: str, seed: int, placed_first: int, bound: int) -> SyntheticResult:
+    spec = SyntheticSpec(policy, seed)
+    return SyntheticResult(
+        spec,
+        placed=placed_first + 10,
+        failed=5,
+        placed_before_first_failure=placed_first,
+        demand_bound=bound,
+        cpu_allocated_at_failures=95.0,
+        memory_allocated_at_failures=50.0,
+        seconds=1.0,
+    )
+
+
+def test_the_summary_keeps_each_seed_for_paired_comparisons() -> None:
+    summary = summarise_synthetic(
+        [
+            result("most-allocated", 43, 90, 100),
+            result("most-allocated", 42, 40, 50),
+            result("gnn", 42, 50, 50),
+        ]
+    )
+    packed = summary["policies"]["most-allocated"]
+    assert packed["placed_before_first_failure_by_seed"] == {"42": 40, "43": 90}
+    assert packed["placed_before_first_failure"] == 65.0
+    assert packed["demand_bound"] == 75.0
+    assert packed["share_of_bound"] == 85.0  # median of 80% and 90%
+    assert summary["policies"]["gnn"]["share_of_bound"] == 100.0
+    table = synthetic_table(summary)
+    assert table.splitlines()[2].split()[:4] == ["most-allocated", "65", "75", "85.00"]
