@@ -123,13 +123,17 @@ class ReserveTerm(nn.Module):
         share, cpu_only = pod[:, IS_SHARE], pod[:, IS_CPU_ONLY]
         whole = 1.0 - share - cpu_only
         base, slope, share_offset, whole_offset, cpu_offset = self.reserve
-        reserve = (
+        rule = (
             base
             + slope * (pod[:, CPU_PRESSURE] - PRESSURE_PIVOT)
             + share_offset * share
             + whole_offset * whole
             + cpu_offset * cpu_only
-        ).clamp(self.low, self.high)
+        )
+        # Clamped in value, not in gradient (straight-through): a rule past a bound on
+        # every decision of a trace would otherwise get no gradient from that trace and
+        # stay wherever the other traces pull it.
+        reserve = rule + (rule.clamp(self.low, self.high) - rule).detach()
         shortfall = torch.relu(reserve * pair_x[:, IDLE_GPUS_AFTER] * 8.0 - pair_x[:, CPU_LEFT_AFTER] * 128.0)
         penalty: Tensor = -self.weight * shortfall
         return penalty

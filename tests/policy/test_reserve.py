@@ -49,3 +49,26 @@ def test_bounds_out_of_order_are_refused() -> None:
         NodeScorer(ScorerConfig(reserve_min=9.0, reserve_max=4.0))
     with pytest.raises(ValueError, match="reserve_min <= reserve_max"):
         ScorerConfig.from_json({"reserve_min": -1.0})
+
+
+@pytest.mark.parametrize(
+    ("base", "case"),
+    [(6.5, "inside the bounds"), (12.0, "above the maximum"), (1.0, "below the minimum")],
+)
+def test_a_clamped_reserve_still_learns(base: float, case: str) -> None:
+    """The clamp bounds the value, not the gradient: a rule past a bound still moves
+    toward the teacher's reserve (straight-through)."""
+    model = NodeScorer(ScorerConfig(hidden=8, head_hidden=8))
+    assert model.reserve is not None
+    with torch.no_grad():
+        model.reserve.reserve.copy_(torch.tensor([base, 0.0, 0.0, 0.0, 0.0]))
+        model.reserve.weight.fill_(1.0)
+    pair = torch.zeros((1, len(PAIR_FEATURES)))
+    pair[0, IDLE_GPUS_AFTER] = 1 / 8
+    pod = torch.zeros(len(POD_FEATURES))
+    pod[CPU_PRESSURE] = PRESSURE_PIVOT
+    penalty = model.reserve(pair, pod)[0]  # -reserve cores: one idle GPU, no core left
+    penalty.backward()
+    gradient = model.reserve.reserve.grad
+    assert gradient is not None
+    assert float(gradient[0]) == pytest.approx(-1.0), case  # d(-reserve)/d(base)
