@@ -7,6 +7,11 @@ benchmark (benchmarks/throughput.py) runs it as a process of its own.
     python benchmarks/null_binder.py --kubeconfig K --scheduler-name bench-null \
         --qps 50 --burst 100 --result /tmp/null.json
 
+With ``--events`` it also posts kube-scheduler's ``Scheduled`` event after each bind
+(rl-scheduler's reporter, on its own token bucket as in rl-scheduler): the ceiling
+for a scheduler that reports its binds as kube-scheduler does, which costs the API
+server one more write per pod.
+
 It lists the nodes once, lists and then watches the unbound pods of its scheduler
 name, and binds each once (the listing and the watch are outside the token bucket,
 as informers are). On SIGTERM it writes ``--result``: how many pods it bound,
@@ -32,6 +37,7 @@ from kubernetes import client
 from kubernetes.watch.watch import iter_resp_lines
 
 from scheduler.k8s.api import BindOutcome, KubeApi
+from scheduler.k8s.reporting import Reporter
 from scheduler.k8s.settings import ClientSettings
 from scheduler.objects.pod import Pod
 
@@ -97,9 +103,10 @@ def raw_list(core: client.CoreV1Api, namespace: str | None = None, **selectors: 
 
 
 class NullBinder:
-    def __init__(self, api: KubeApi, nodes: list[str]) -> None:
+    def __init__(self, api: KubeApi, nodes: list[str], events: bool = False) -> None:
         self.api = api
         self.nodes = nodes
+        self.reporter = Reporter(api) if events else None
         self.queue: asyncio.Queue[Pod] = asyncio.Queue()
         self.tally = Tally()
         self._seen: set[str] = set()
@@ -126,6 +133,8 @@ class NullBinder:
         result = await self.api.bind(pod, node, ())
         if result.outcome is BindOutcome.BOUND:
             self.tally.latencies_s.append(time.perf_counter() - taken)
+            if self.reporter is not None:
+                await self.reporter.scheduled(pod, node)
         else:
             outcome = result.outcome.value
             self.tally.failures[outcome] = self.tally.failures.get(outcome, 0) + 1
@@ -160,7 +169,7 @@ async def main(args: argparse.Namespace) -> None:
     nodes = sorted(item["metadata"]["name"] for item in await api.list_items(api.core.list_node))
     if not nodes:
         raise SystemExit("null binder: the cluster has no nodes")
-    binder = NullBinder(api, nodes)
+    binder = NullBinder(api, nodes, events=args.events)
     loop = asyncio.get_running_loop()
     stop = threading.Event()
     selector = unbound_selector(args.scheduler_name)
@@ -183,6 +192,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--qps", type=float, default=50.0)
     parser.add_argument("--burst", type=int, default=100)
     parser.add_argument("--result", type=Path, required=True, help="JSON written on SIGTERM")
+    parser.add_argument("--events", action="store_true", help="post a Scheduled event after each bind")
     return parser.parse_args()
 
 

@@ -20,7 +20,9 @@ interpolated like Prometheus' histogram_quantile; the null binder's own latencie
 through the same buckets), the process's CPU time (utime + stime, from its start to the
 last bind, and within the binding span) and its peak memory (VmHWM). Tables go to
 stdout, the same and more as JSON to ``--out``. Schedulers: ``kube-scheduler``,
-``null``, or an rl-scheduler profile (``fgd``, ``best-fit``, ``gnn``, ...).
+``null``, ``null-events`` (the null binder posting kube-scheduler's ``Scheduled``
+event after each bind: the ceiling for a scheduler that reports like kube-scheduler),
+or an rl-scheduler profile (``fgd``, ``best-fit``, ``gnn``, ...).
 """
 
 from __future__ import annotations
@@ -135,7 +137,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--schedulers",
         default="kube-scheduler,fgd,gnn,null",
-        help="kube-scheduler, null, or rl-scheduler profiles (fgd, best-fit, gnn, ...)",
+        help="kube-scheduler, null, null-events, or rl-scheduler profiles (fgd, best-fit, gnn, ...)",
     )
     parser.add_argument("--checkpoint", type=Path, help="learned policy checkpoint for rl-scheduler gnn")
     parser.add_argument("--node-list", type=Path, help="openb node list CSV [the GPU node list]")
@@ -171,8 +173,8 @@ def make_scheduler(variant: str, args: argparse.Namespace) -> SchedulerUnderTest
     scheduler_name = f"bench-{variant}"
     if variant == "kube-scheduler":
         return KubeScheduler(scheduler_name, Binaries.in_cache().kube_scheduler)
-    if variant == "null":
-        return NullBinder(scheduler_name)
+    if variant in ("null", "null-events"):
+        return NullBinder(scheduler_name, events=variant == "null-events")
     return RlScheduler(scheduler_name, variant, args.checkpoint if variant == "gnn" else None)
 
 

@@ -311,12 +311,19 @@ class RlScheduler(SchedulerUnderTest):
 
 
 class NullBinder(SchedulerUnderTest):
-    """benchmarks/null_binder.py; it measures its own latencies and writes them on SIGTERM."""
+    """benchmarks/null_binder.py; it measures its own latencies and writes them on SIGTERM.
+    With ``events`` it also posts the ``Scheduled`` event kube-scheduler posts."""
 
-    kind = "null binder"
+    def __init__(self, scheduler_name: str, events: bool = False) -> None:
+        super().__init__(scheduler_name)
+        self.events = events
+
+    @property
+    def label(self) -> str:
+        return "null binder + events" if self.events else "null binder"
 
     def command(self, context: RunContext) -> list[str]:
-        return [
+        command = [
             sys.executable, str(BENCHMARKS / "null_binder.py"),
             "--kubeconfig", str(context.kubeconfig),
             "--scheduler-name", self.scheduler_name,
@@ -324,6 +331,7 @@ class NullBinder(SchedulerUnderTest):
             "--burst", str(context.burst),
             "--result", str(self.result_path(context)),
         ]  # fmt: skip
+        return [*command, "--events"] if self.events else command
 
     def result_path(self, context: RunContext) -> Path:
         return context.workdir / "null-binder.json"
