@@ -21,9 +21,9 @@ on the terminal allocation, so it is not bound to this rule.
 
 On a cluster without GPUs (FGD's score is flat there) the teacher is best fit on CPU:
 ``-weight * cores left after placing``. On the synthetic CPU/memory workload of
-``rl-scheduler evaluate --synthetic`` (seeds 42-51) it places a median 840 pods before
-the first failure: more than kube's default profile (420), fewer than MostAllocated
-(864).
+``rl-scheduler evaluate --synthetic`` (seeds 42-51) it places a median 618 pods before
+the first failure: more than kube's default profile (348) and about as many as
+MostAllocated (615).
 """
 
 from __future__ import annotations
