@@ -104,44 +104,45 @@ class ScriptedWatch(PodWatch):
         yield from self.script.pop(0)
 
 
-def test_watch_resumes_from_the_last_version_and_relists_when_it_is_gone() -> None:
-    gone = line("ERROR", {"kind": "Status", "code": 410, "message": "too old resource version"})
-    watch = ScriptedWatch(
-        [
-            [line("ADDED", pod("a", "11"))],  # then the server ends the watch
-            [gone],
-            [line("MODIFIED", pod("b", "31"))],
-        ],
-        relist_version="30",
-    )
+GONE = line("ERROR", {"kind": "Status", "code": 410, "message": "too old resource version"})
+
+
+def run_until_done(watch: ScriptedWatch, resource_version: str) -> None:
+    """Run the watch from ``resource_version`` until its script is played, then stop it."""
 
     async def scenario() -> None:
-        task = asyncio.create_task(watch.run("10"))
+        task = asyncio.create_task(watch.run(resource_version))
         await asyncio.wait_for(watch.done.wait(), timeout=10)
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
 
     asyncio.run(scenario())
+
+
+def test_watch_resumes_from_the_last_version_and_relists_when_it_is_gone() -> None:
+    watch = ScriptedWatch(
+        [
+            [line("ADDED", pod("a", "11"))],  # then the server ends the watch
+            [GONE],
+            [line("MODIFIED", pod("b", "31"))],
+        ],
+        relist_version="30",
+    )
+
+    run_until_done(watch, "10")
     assert watch.delivered == [("ADDED", "a"), ("MODIFIED", "b")]
     assert watch.relists == 1
     assert watch.started_at[:3] == ["10", "11", "30"]
 
 
 def test_a_failed_listing_is_retried_before_the_watch_resumes() -> None:
-    gone = line("ERROR", {"kind": "Status", "code": 410, "message": "too old resource version"})
     watch = ScriptedWatch(
-        [[gone], [line("ADDED", pod("a", "31")), line("MODIFIED", pod("a", "32"))]],
+        [[GONE], [line("ADDED", pod("a", "31")), line("MODIFIED", pod("a", "32"))]],
         relist_version="30",
         relist_failures=1,
     )
 
-    async def scenario() -> None:
-        task = asyncio.create_task(watch.run("10"))
-        await asyncio.wait_for(watch.done.wait(), timeout=10)
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-
-    asyncio.run(scenario())
+    run_until_done(watch, "10")
     assert watch.relists == 2
     assert watch.started_at[:2] == ["10", "30"]
     assert watch.delivered == [("ADDED", "a"), ("MODIFIED", "a")]
