@@ -73,6 +73,13 @@ class ScorerConfig:
     pair_features: int = len(PAIR_FEATURES)
     pod_features: int = len(POD_FEATURES)
 
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.reserve_min <= self.reserve_max:
+            raise ValueError(
+                f"reserve_min {self.reserve_min} and reserve_max {self.reserve_max} "
+                "need 0 <= reserve_min <= reserve_max"
+            )
+
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -87,11 +94,6 @@ class ScorerConfig:
             raise ValueError(f"kind {config.kind!r} is not one of {', '.join(SCORER_KINDS)}")
         if config.kind in ("flat-mlp", "pooled-gnn") and config.max_nodes <= 0:
             raise ValueError(f"kind {config.kind!r} needs max_nodes > 0")
-        if not 0.0 <= config.reserve_min <= config.reserve_max:
-            raise ValueError(
-                f"reserve_min {config.reserve_min} and reserve_max {config.reserve_max} "
-                "need 0 <= reserve_min <= reserve_max"
-            )
         return config
 
 
@@ -112,8 +114,6 @@ class ReserveTerm(nn.Module):
 
     def __init__(self, low: float, high: float) -> None:
         super().__init__()
-        if not 0.0 <= low <= high:
-            raise ValueError(f"reserve bounds need 0 <= reserve_min <= reserve_max, got {low}, {high}")
         self.low, self.high = low, high
         self.reserve = nn.Parameter(torch.tensor(RESERVE_INIT))
         self.weight = nn.Parameter(torch.tensor(RESERVE_WEIGHT_INIT))
