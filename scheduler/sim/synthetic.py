@@ -127,14 +127,14 @@ class SyntheticWorkload:
     lifetimes: npt.NDArray[np.float64]
 
 
-def synthetic_workload(spec: SyntheticSpec, nodes: list[Node], rng: np.random.Generator) -> SyntheticWorkload:
+def synthetic_workload(
+    spec: SyntheticSpec, cpu_capacity: int, memory_capacity: int, rng: np.random.Generator
+) -> SyntheticWorkload:
     """The arrivals, sized by Little's law on the cluster's scarcer resource."""
     shape_weights = np.array([w for *_, w in POD_SHAPES], float)
     shape_weights /= shape_weights.sum()
     mean_cpu = sum(c * w for (c, _, _), w in zip(POD_SHAPES, shape_weights, strict=True))
     mean_memory = sum(m * 2**20 * w for (_, m, _), w in zip(POD_SHAPES, shape_weights, strict=True))
-    cpu_capacity = sum(node.allocatable.get(CPU, 0) for node in nodes)
-    memory_capacity = sum(node.allocatable.get(MEMORY, 0) for node in nodes)
     # Little's law: pods in the system = rate x lifetime.
     pods_at_capacity = min(cpu_capacity / mean_cpu, memory_capacity / mean_memory)
     rate = spec.target_load * pods_at_capacity / spec.mean_lifetime_s
@@ -166,14 +166,13 @@ def demand_bound(workload: SyntheticWorkload, cpu_capacity: int, memory_capacity
 
 def run_synthetic(spec: SyntheticSpec, progress: Callable[[int, int], None] | None = None) -> SyntheticResult:
     workload_rng, decision_rng = (np.random.default_rng([spec.seed, stream]) for stream in (0, 1))
-    nodes = synthetic_nodes(spec.nodes, workload_rng)
-    workload = synthetic_workload(spec, nodes, workload_rng)
-    state = ClusterState(nodes)
-    checkpoint = Path(spec.checkpoint) if spec.checkpoint else None
-    profile = build_profile(spec.policy, ProfileContext(rng=decision_rng, checkpoint=checkpoint))
+    state = ClusterState(synthetic_nodes(spec.nodes, workload_rng))
     cpu_column, memory_column = state.resource_index[CPU], state.resource_index[MEMORY]
     cpu_capacity = int(state.allocatable[:, cpu_column].sum())
     memory_capacity = int(state.allocatable[:, memory_column].sum())
+    workload = synthetic_workload(spec, cpu_capacity, memory_capacity, workload_rng)
+    checkpoint = Path(spec.checkpoint) if spec.checkpoint else None
+    profile = build_profile(spec.policy, ProfileContext(rng=decision_rng, checkpoint=checkpoint))
 
     departures: list[tuple[float, str]] = []
     placed = failed = 0
