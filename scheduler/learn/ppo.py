@@ -200,9 +200,9 @@ def main(args: PpoArgs) -> Path:  # noqa: PLR0915 - one readable script, as Clea
                     loss.backward()  # type: ignore[no-untyped-call]
                     torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
                     optimizer.step()
-            writer.add_scalar("losses/policy_loss", float(pg_loss), global_step)
-            writer.add_scalar("losses/value_loss", float(v_loss), global_step)
-            writer.add_scalar("losses/entropy", float(entropy.mean()), global_step)
+            writer.add_scalar("losses/policy_loss", pg_loss.item(), global_step)
+            writer.add_scalar("losses/value_loss", v_loss.item(), global_step)
+            writer.add_scalar("losses/entropy", entropy.mean().item(), global_step)
             writer.add_scalar("charts/steps_per_second", global_step / (time.time() - started), global_step)
             writer.add_scalar("charts/update", update, global_step)
     writer.close()
