@@ -178,6 +178,9 @@ class SchedulerCache:
             self.assumed.discard(key)
             if dict(placement.pod.labels) == labels:
                 return PodEvent(PodChange.BOUND, key, placement.pod)
+            # The API server added the node's topology labels at bind: take them without
+            # parsing the pod again (that cost more CPU than scheduling it).
+            return PodEvent(PodChange.BOUND, key, self.state.relabel(key, labels))
         try:
             pod = pod_from_manifest(manifest)
         except SchedulerInputError as error:

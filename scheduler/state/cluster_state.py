@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -255,6 +255,18 @@ class ClusterState:
         self.pods_on_node[i][pod.key] = pod
         if pod.pod_anti_affinity.required:
             self.anti_affinity_pod_keys.add(pod.key)
+
+    def relabel(self, pod_key: str, labels: Mapping[str, str]) -> Pod:
+        """New labels for a placed pod (the API server of Kubernetes 1.36 copies the
+        node's topology labels onto a pod it binds: PodTopologyLabelsAdmission); its
+        resources and GPUs stay. No
+        node version moves: what is cached by version depends on resources, and the
+        plugins that read pod labels read ``pods_on_node`` each cycle."""
+        placement = self.placements[pod_key]
+        pod = replace(placement.pod, labels=dict(labels))
+        self.placements[pod_key] = Placement(pod, placement.node, placement.gpu_indices)
+        self.pods_on_node[self.node_index[placement.node]][pod_key] = pod
+        return pod
 
     def remove(self, pod_key: str) -> Placement:
         """Release a placed pod's resources; returns where it was."""

@@ -2,8 +2,13 @@
 
 from typing import Any
 
+import pytest
+
+from scheduler.k8s import cache as cache_module
 from scheduler.k8s.cache import PodChange, SchedulerCache
 from tests.builders import make_pod, node_manifest, pod_manifest
+
+ZONE = "topology.kubernetes.io/zone"
 
 
 def ours(name: str, **kwargs: Any) -> dict[str, Any]:
@@ -65,6 +70,33 @@ def test_assumed_pods_are_confirmed_by_the_watch_or_forgotten() -> None:
     cache.assume(other, "n2", ())
     cache.forget(other.key)
     assert "default/q" not in cache.state.placements
+
+
+def test_topology_labels_added_at_bind_relabel_the_assumed_pod_in_place(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The API server (PodTopologyLabelsAdmission) copies the node's zone onto the pod it
+    # binds: the pod keeps its GPUs and counts once, with the new labels, unparsed.
+    cache = cache_with_nodes("n1", gpus=2, model="T4", labels={ZONE: "zone-a"})
+    pod = make_pod("p", cpu="1", gpus=1, gpu_milli=500, labels={"app": "web"})
+    cache.assume(pod, "n1", (1,))
+    monkeypatch.setattr(cache_module, "pod_from_manifest", _no_parsing)
+    manifest = ours("p", cpu="1", gpus=1, gpu_milli=500, labels={"app": "web", ZONE: "zone-a"})
+    manifest["spec"]["nodeName"] = "n1"
+    event = cache.on_pod("MODIFIED", manifest)
+    assert event.change is PodChange.BOUND
+    assert event.pod is not None
+    assert dict(event.pod.labels) == {"app": "web", ZONE: "zone-a"}
+    placement = cache.state.placements["default/p"]
+    assert (placement.pod, placement.gpu_indices) == (event.pod, (1,))
+    assert cache.state.pods_on_node[0]["default/p"] is event.pod
+    assert cache.state.requested[0, 0] == 1000
+    assert cache.state.gpu_free_milli[0].tolist()[:2] == [1000, 500]
+    assert not cache.assumed
+
+
+def _no_parsing(manifest: Any) -> Any:
+    raise AssertionError(f"parsed {manifest['metadata']['name']} again")
 
 
 def test_stale_pending_views_of_assumed_pods_do_not_queue_them_again() -> None:
