@@ -1,6 +1,6 @@
 """A binder that makes no decision: each pending pod of its scheduler name goes to the
-next node, round-robin. It uses rl-scheduler's own client (``KubeApi``: a thread pool
-behind a token bucket with the given QPS and burst, binds through ``pods/binding``),
+next node, round-robin. It uses rl-scheduler's own client (``KubeApi``: a token bucket
+with the given QPS and burst, binds through ``pods/binding`` over the same transport),
 so its pods/s is the ceiling the API server allows a Python client; the throughput
 benchmark (benchmarks/throughput.py) runs it as a process of its own.
 
@@ -182,7 +182,7 @@ async def main(args: argparse.Namespace) -> None:
     stop.set()
     runner.cancel()
     args.result.write_text(json.dumps(binder.tally.as_json()))
-    api.close()
+    await api.close()
 
 
 def parse_args() -> argparse.Namespace:

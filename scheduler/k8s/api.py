@@ -1,7 +1,10 @@
 """The only place that talks to the Kubernetes API for writes: binds, events, pod
-status, leases. Calls go through the official client in a thread pool, behind a
-token bucket with the configured QPS and burst (events have a bucket of their own,
-as kube-scheduler's event client does)."""
+status, leases. Every call waits on a token bucket with the configured QPS and burst
+(events have a bucket of their own, as kube-scheduler's event client does). The
+writes made per pod (bind, event, status) go over the aiohttp transport on the event
+loop (``scheduler.k8s.transport``); the rest (listings, leases, and those writes where
+the transport cannot reproduce the Configuration) through the official client in a
+thread pool."""
 
 from __future__ import annotations
 
@@ -10,18 +13,21 @@ import datetime as dt
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
 from functools import partial
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.k8s.ratelimit import TokenBucket
 from scheduler.k8s.settings import ClientSettings
+from scheduler.k8s.transport import ApiTransport
+from scheduler.k8s.transport import supports as transport_supports
 from scheduler.objects.pod import Pod
 from scheduler.resources.gpu import GPU_INDEX_ANNOTATION
 
@@ -46,6 +52,20 @@ class BindResult:
 
 def now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
+
+
+def micro_time(moment: dt.datetime) -> str:
+    """A MicroTime as the API writes it: UTC, microseconds, ``Z``."""
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def segment(name: str) -> str:
+    """A name as one segment of a URL path."""
+    return quote(name, safe="")
+
+
+def pod_path(pod: Pod, subresource: str) -> str:
+    return f"/api/v1/namespaces/{segment(pod.namespace)}/pods/{segment(pod.name)}/{subresource}"
 
 
 def truncate_note(message: str) -> str:
@@ -80,6 +100,9 @@ class KubeApi:
         self.limiter = TokenBucket(settings.qps, settings.burst)
         self.event_limiter = TokenBucket(settings.qps, settings.burst)
         self.executor = ThreadPoolExecutor(settings.workers, thread_name_prefix="kube-api")
+        self.transport: ApiTransport | None = None
+        if transport_supports(self.configuration):
+            self.transport = ApiTransport(self.api_client, settings.workers)
 
     async def call(
         self, function: Callable[..., T], *args: Any, limiter: TokenBucket | None = None, **kwargs: Any
@@ -121,7 +144,29 @@ class KubeApi:
         items: list[dict[str, Any]] = listing.get("items") or []
         return items, str((listing.get("metadata") or {}).get("resourceVersion") or "")
 
-    def close(self) -> None:
+    async def _write(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any],
+        official: Callable[..., Any],  # called with the client's options (_preload_content)
+        *,
+        limiter: TokenBucket | None = None,
+        content_type: str = "application/json",
+    ) -> None:
+        """One write per scheduled pod (bind, event, status): through the aiohttp
+        transport where it serves this Configuration, else through ``official`` (the
+        official client's method with its arguments bound). The answer is dropped;
+        a non-2xx answer raises ``ApiException`` either way."""
+        if self.transport is None:
+            await self.call_unparsed(official, parse=_ignore, limiter=limiter)
+            return
+        await (limiter or self.limiter).acquire()
+        await self.transport.request(method, path, body, content_type)
+
+    async def close(self) -> None:
+        if self.transport is not None:
+            await self.transport.close()
         self.executor.shutdown(wait=False, cancel_futures=True)
         self.api_client.close()  # type: ignore[no-untyped-call]
 
@@ -130,17 +175,25 @@ class KubeApi:
     async def bind(self, pod: Pod, node: str, gpu_indices: tuple[int, ...]) -> BindResult:
         """POST pods/binding with the pod's UID as precondition. The GPUs chosen go in
         the Binding's annotations, which the API server copies onto the pod."""
-        annotations = {GPU_INDEX_ANNOTATION: ",".join(map(str, gpu_indices))} if gpu_indices else None
-        body = client.V1Binding(
-            metadata=client.V1ObjectMeta(
-                name=pod.name, namespace=pod.namespace, uid=pod.uid or None, annotations=annotations
-            ),
-            target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),
-        )
+        metadata: dict[str, Any] = {"name": pod.name, "namespace": pod.namespace}
+        if pod.uid:
+            metadata["uid"] = pod.uid
+        if gpu_indices:
+            metadata["annotations"] = {GPU_INDEX_ANNOTATION: ",".join(map(str, gpu_indices))}
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": metadata,
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
         try:
-            # The client cannot parse the Status a successful bind returns.
-            await self.call_unparsed(
-                self.core.create_namespaced_pod_binding, pod.name, pod.namespace, body, parse=_ignore
+            await self._write(
+                "POST",
+                pod_path(pod, "binding"),
+                body,
+                lambda **options: self.core.create_namespaced_pod_binding(
+                    pod.name, pod.namespace, client.V1Binding.model_validate(body), **options
+                ),
             )
             return BindResult(BindOutcome.BOUND)
         except ApiException as error:
@@ -175,28 +228,31 @@ class KubeApi:
     # ---- reporting ------------------------------------------------------------
 
     async def post_event(self, pod: Pod, *, type_: str, reason: str, action: str, note: str) -> None:
-        event = client.EventsV1Event(
+        regarding = {"apiVersion": "v1", "kind": "Pod", "namespace": pod.namespace, "name": pod.name}
+        if pod.uid:
+            regarding["uid"] = pod.uid
+        event = {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
             # Named as client-go's recorder names events: <object>.<unix nanoseconds in hex>.
-            metadata=client.V1ObjectMeta(name=f"{pod.name}.{time.time_ns():x}", namespace=pod.namespace),
-            event_time=now(),
-            reporting_controller=self.scheduler_name,
-            reporting_instance=self.identity,
-            action=action,
-            reason=reason,
-            type=type_,
-            note=truncate_note(note),
-            regarding=client.V1ObjectReference(
-                api_version="v1", kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid or None
-            ),
-        )
+            "metadata": {"name": f"{pod.name}.{time.time_ns():x}", "namespace": pod.namespace},
+            "eventTime": micro_time(now()),
+            "reportingController": self.scheduler_name,
+            "reportingInstance": self.identity,
+            "action": action,
+            "reason": reason,
+            "type": type_,
+            "note": truncate_note(note),
+            "regarding": regarding,
+        }
         try:
-            # The created Event is of no use to us; parsing it into a model costs about
-            # as much CPU as sending it.
-            await self.call_unparsed(
-                self.events.create_namespaced_event,
-                pod.namespace,
+            await self._write(
+                "POST",
+                f"/apis/events.k8s.io/v1/namespaces/{segment(pod.namespace)}/events",
                 event,
-                parse=_ignore,
+                lambda **options: self.events.create_namespaced_event(
+                    pod.namespace, client.EventsV1Event.model_validate(event), **options
+                ),
                 limiter=self.event_limiter,
             )
         except ApiException as error:
@@ -220,8 +276,12 @@ class KubeApi:
             }
         }
         try:
-            await self.call_unparsed(
-                self.core.patch_namespaced_pod_status, pod.name, pod.namespace, patch, parse=_ignore
+            await self._write(
+                "PATCH",
+                pod_path(pod, "status"),
+                patch,
+                partial(self.core.patch_namespaced_pod_status, pod.name, pod.namespace, patch),
+                content_type="application/strategic-merge-patch+json",
             )
         except ApiException as error:
             if error.status != 404:

@@ -178,7 +178,7 @@ async def run(settings: Settings) -> None:
         await web_runner.cleanup()
         if runtime.experience is not None:
             runtime.experience.close()
-        api.close()
+        await api.close()
 
 
 def configure_logging(level: str) -> None:

@@ -37,7 +37,9 @@ class ClientSettings(BaseModel):
 
     qps: float = Field(50.0, gt=0, description="API requests per second (kube-scheduler: 50)")
     burst: int = Field(100, ge=1, description="requests allowed above qps in a burst (kube-scheduler: 100)")
-    workers: int = Field(16, ge=1, le=256, description="threads issuing API calls (binds, events, status)")
+    workers: int = Field(
+        16, ge=1, le=256, description="concurrent API calls (binds, events, status; listings, leases)"
+    )
     kubeconfig: Path | None = Field(None, description="kubeconfig file; in-cluster config when unset")
 
 

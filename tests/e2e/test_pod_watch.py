@@ -68,10 +68,13 @@ def test_events_after_the_listing_arrive_in_order(dev_cluster: Any) -> None:
             watch.cancel()
             await asyncio.gather(watch, return_exceptions=True)
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        api.close()
+    async def scenario_then_close() -> None:
+        try:
+            await scenario()
+        finally:
+            await api.close()
+
+    asyncio.run(scenario_then_close())
     assert relists == []
     kinds = [kind for kind, _name in seen]
     assert kinds[0] == "ADDED"

@@ -1,0 +1,94 @@
+"""The writes the scheduler makes per pod (bind, event, PodScheduled condition), as the
+API server sees them, through both paths of ``KubeApi``: the aiohttp transport and the
+official client (used where the transport cannot reproduce the Configuration)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from scheduler.k8s.api import BindOutcome, KubeApi
+from scheduler.k8s.settings import ClientSettings
+from scheduler.objects.pod import Pod
+from scheduler.resources.gpu import GPU_INDEX_ANNOTATION
+from tests.e2e.support import ensure_namespace
+from tests.e2e.workloads import pod
+
+pytestmark = pytest.mark.cluster
+NAMESPACE = "api-writes"
+UNSCHEDULABLE = "0/3 nodes are available: 3 Insufficient cpu."
+
+
+def with_transport(api: KubeApi) -> KubeApi:
+    assert api.transport is not None, "the dev cluster's kubeconfig is one the transport serves"
+    return api
+
+
+def official_client(api: KubeApi) -> KubeApi:
+    api.transport = None  # as with a proxy in the kubeconfig
+    return api
+
+
+def run_with(api: KubeApi, scenario: Callable[[], Awaitable[Any]]) -> Any:
+    async def run() -> Any:
+        try:
+            return await scenario()
+        finally:
+            await api.close()
+
+    return asyncio.run(run())
+
+
+def created(core: client.CoreV1Api, name: str) -> Pod:
+    manifest = core.create_namespaced_pod(NAMESPACE, pod(name, NAMESPACE, "nobody")).metadata
+    return Pod(name=manifest.name, namespace=NAMESPACE, uid=manifest.uid)
+
+
+@pytest.mark.parametrize("path", [with_transport, official_client], ids=["transport", "official-client"])
+def test_bind_event_and_condition_reach_the_api_server(
+    dev_cluster: Any, path: Callable[[KubeApi], KubeApi]
+) -> None:
+    core = dev_cluster.core_v1()
+    ensure_namespace(core, NAMESPACE)
+    core.delete_collection_namespaced_pod(NAMESPACE, grace_period_seconds=0)  # from an earlier run
+    suffix = path.__name__.replace("_", "-")
+    api = path(KubeApi(ClientSettings(kubeconfig=dev_cluster.kubeconfig), "writes-test", "tester"))
+    bound, waiting, gone = (created(core, f"{kind}-{suffix}") for kind in ("bound", "waiting", "gone"))
+    core.delete_namespaced_pod(gone.name, NAMESPACE, grace_period_seconds=0)
+    renamed = Pod(name=bound.name, namespace=NAMESPACE, uid="not-its-uid")
+
+    async def scenario() -> list[BindOutcome]:
+        outcomes = [
+            (await api.bind(bound, "node-a", (0, 3))).outcome,
+            (await api.bind(bound, "node-b", ())).outcome,  # already bound
+            (await api.bind(renamed, "node-b", ())).outcome,  # the UID precondition
+            (await api.bind(gone, "node-a", ())).outcome,
+        ]
+        await api.post_event(bound, type_="Normal", reason="Scheduled", action="Binding", note="x" * 2000)
+        await api.set_pod_scheduled_condition(waiting, reason="Unschedulable", message=UNSCHEDULABLE)
+        return outcomes
+
+    outcomes = run_with(api, scenario)
+    assert outcomes == [BindOutcome.BOUND, BindOutcome.CONFLICT, BindOutcome.CONFLICT, BindOutcome.POD_GONE]
+    after = core.read_namespaced_pod(bound.name, NAMESPACE)
+    assert after.spec.node_name == "node-a"
+    assert after.metadata.annotations[GPU_INDEX_ANNOTATION] == "0,3"
+    events = client.EventsV1Api(core.api_client).list_namespaced_event(NAMESPACE).items
+    [event] = [e for e in events if e.regarding.uid == bound.uid]
+    assert (event.reason, event.type, event.action) == ("Scheduled", "Normal", "Binding")
+    assert (event.reporting_controller, event.reporting_instance) == ("writes-test", "tester")
+    assert (event.regarding.kind, event.regarding.uid) == ("Pod", bound.uid)
+    assert len(event.note) == 1024
+    assert event.note.endswith(" ...")
+    assert abs(event.event_time.timestamp() - time.time()) < 120
+    conditions = core.read_namespaced_pod_status(waiting.name, NAMESPACE).status.conditions
+    [scheduled] = [c for c in conditions if c.type == "PodScheduled"]
+    assert (scheduled.status, scheduled.reason) == ("False", "Unschedulable")
+    assert scheduled.message == UNSCHEDULABLE
+    for leftover in (bound, waiting):
+        core.delete_namespaced_pod(leftover.name, NAMESPACE, grace_period_seconds=0)

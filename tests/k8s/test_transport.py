@@ -1,0 +1,48 @@
+"""Which Configurations the aiohttp transport serves, and the TLS settings it takes
+from them (the requests themselves are tested against an API server:
+tests/e2e/test_api_writes.py)."""
+
+import ssl
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from scheduler.k8s.transport import ssl_context, supports
+
+
+def configuration(**fields: Any) -> client.Configuration:
+    config = client.Configuration(host="https://127.0.0.1:6443")
+    for name, value in fields.items():
+        setattr(config, name, value)
+    return config
+
+
+@pytest.mark.parametrize(
+    ("fields", "served"),
+    [
+        ({}, True),
+        ({"assert_hostname": False}, True),
+        ({"tls_server_name": "kubernetes.default"}, True),
+        ({"proxy": "http://proxy:3128"}, False),
+        ({"proxy": "socks5://proxy:1080"}, False),
+        ({"assert_hostname": "other.example"}, False),
+    ],
+)
+def test_the_transport_serves_what_it_reproduces(fields: dict[str, Any], served: bool) -> None:
+    assert supports(configuration(**fields)) is served
+
+
+@pytest.mark.parametrize(
+    ("fields", "check_hostname", "verify_mode"),
+    [
+        ({}, True, ssl.CERT_REQUIRED),
+        ({"assert_hostname": False}, False, ssl.CERT_REQUIRED),
+        ({"verify_ssl": False}, False, ssl.CERT_NONE),
+    ],
+)
+def test_tls_settings_follow_the_configuration(
+    fields: dict[str, Any], check_hostname: bool, verify_mode: ssl.VerifyMode
+) -> None:
+    context = ssl_context(configuration(**fields))
+    assert (context.check_hostname, context.verify_mode) == (check_hostname, verify_mode)
