@@ -4,7 +4,7 @@ the API server allows a Python client), at the same client QPS/burst.
 
     nice -n 10 .venv/bin/python benchmarks/throughput.py --nodes 100,1000,5000 \\
         --pods 1000 --qps-burst 50/100,5000/5000 [--schedulers kube-scheduler,fgd,gnn,null] \\
-        [--name rl-bench] [--keep-cluster] [--run-timeout 600] [--out runs/throughput]
+        [--rounds 3] [--name rl-bench] [--keep-cluster] [--run-timeout 600] [--out runs/throughput]
 
 It starts a dev cluster without kube-scheduler (hack/devcluster, ``--name``), so only
 the scheduler under test binds, and adds KWOK nodes sized from the openb GPU node list
@@ -19,7 +19,9 @@ bound a pod (``scheduler_scheduling_attempt_duration_seconds{result="scheduled"}
 interpolated like Prometheus' histogram_quantile; the null binder's own latencies go
 through the same buckets), the process's CPU time (utime + stime, from its start to the
 last bind, and within the binding span) and its peak memory (VmHWM). Tables go to
-stdout, the same and more as JSON to ``--out``. Schedulers: ``kube-scheduler``,
+stdout, the same and more as JSON to ``--out``. With ``--rounds N`` every scheduler runs
+N times, the schedulers interleaved, and the tables give the median of each figure,
+the lowest and highest pods/s, and ratios of medians. Schedulers: ``kube-scheduler``,
 ``null``, ``null-events`` (the null binder posting kube-scheduler's ``Scheduled``
 event after each bind: the ceiling for a scheduler that reports like kube-scheduler),
 or an rl-scheduler profile (``fgd``, ``best-fit``, ``gnn``, ...).
@@ -34,6 +36,7 @@ import math
 import os
 import signal
 import socket
+import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -103,6 +106,7 @@ class RunResult:
     cpu_binding_s: float = math.nan  # first to last bind
     peak_mib: float = math.nan
     load_average: float = math.nan  # 1-minute load when the run started
+    round: int = 1
     error: str = ""
 
 
@@ -139,6 +143,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="kube-scheduler,fgd,gnn,null",
         help="kube-scheduler, null, null-events, or rl-scheduler profiles (fgd, best-fit, gnn, ...)",
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run every scheduler this many times, interleaved; tables give medians and ranges",
+    )
     parser.add_argument("--checkpoint", type=Path, help="learned policy checkpoint for rl-scheduler gnn")
     parser.add_argument("--node-list", type=Path, help="openb node list CSV [the GPU node list]")
     parser.add_argument("--name", default="rl-bench", help="dev cluster name")
@@ -157,6 +167,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.schedulers = [s.strip() for s in args.schedulers.split(",") if s.strip()]
     if args.pods < 2:
         parser.error("--pods: at least 2 (pods/s needs a first and a last bind)")
+    if args.rounds < 1:
+        parser.error("--rounds: at least 1")
     return args
 
 
@@ -232,11 +244,11 @@ def measure(
 
 def run_one(
     core: client.CoreV1Api, info: cluster.ClusterInfo, args: argparse.Namespace, nodes: int,
-    limits: ClientLimits, variant: str, folder: Path,
+    limits: ClientLimits, variant: str, folder: Path, round_: int = 1,
 ) -> RunResult:  # fmt: skip
-    result = RunResult(nodes, limits.qps, limits.burst, variant, pods=args.pods)
+    result = RunResult(nodes, limits.qps, limits.burst, variant, pods=args.pods, round=round_)
     scheduler = make_scheduler(variant, args)
-    workdir = folder / f"{nodes}-{limits.qps:g}-{limits.burst}-{variant}"
+    workdir = folder / f"{nodes}-{limits.qps:g}-{limits.burst}-{variant}-{round_}"
     workdir.mkdir(parents=True, exist_ok=True)
     context = RunContext(info.kubeconfig, limits.qps, limits.burst, workdir, free_port())
     print(f"  {variant} at {limits.label}: ", end="", flush=True)
@@ -289,8 +301,11 @@ def run_matrix(args: argparse.Namespace, info: cluster.ClusterInfo, report: Repo
             print(f"  FAILED to make {count} nodes: {error}; stopping here", flush=True)
             return
         for limits in args.qps_burst:
-            for variant in args.schedulers:
-                report.add(run_one(core, info, args, count, limits, variant, report.folder))
+            # Rounds interleave the schedulers, so a slow spell of the machine (runs vary
+            # by tens of percent) falls on all of them rather than on one.
+            for round_ in range(1, args.rounds + 1):
+                for variant in args.schedulers:
+                    report.add(run_one(core, info, args, count, limits, variant, report.folder, round_))
 
 
 # ---- the report -------------------------------------------------------------------
@@ -325,32 +340,91 @@ class Report:
 
     def table(self, limits: ClientLimits) -> str:
         rows = [r for r in self.results if (r.qps, r.burst) == (limits.qps, limits.burst)]
+        summaries = summarize(rows)
+        rounds = max(summary.runs for summary in summaries)
         header = (
-            f"QPS/burst {limits.label}, {self.pods} pods\n"
-            f"{'nodes':>6}  {'scheduler':<36} {'pods/s':>7} {'p50 ms':>7} {'p99 ms':>7} {'CPU s':>6} "
-            f"{'binding':>7} {'peak MiB':>8} {'x kube':>6} {'x null':>6}"
+            f"QPS/burst {limits.label}, {self.pods} pods; medians of {rounds} rounds\n"
+            f"{'nodes':>6}  {'scheduler':<36} {'pods/s':>7} {'range':>13} {'p50 ms':>7} {'p99 ms':>7} "
+            f"{'CPU s':>6} {'binding':>7} {'peak MiB':>8} {'x kube':>6} {'x null':>6} {'x null+ev':>9}"
         )
         lines = [header]
-        for r in rows:
-            kube_rate = _rate_of(rows, r.nodes, "kube-scheduler")
-            null_rate = _rate_of(rows, r.nodes, "null")
-            name = r.ran or r.scheduler
-            if r.error:
-                reason = r.error.splitlines()[0][:70]
-                lines.append(f"{r.nodes:>6}  {name:<36} failed ({r.bound}/{r.pods} bound): {reason}")
+        for summary in summaries:
+            if summary.failed == summary.runs:
+                reason = summary.error.splitlines()[0][:70]
+                lines.append(f"{summary.nodes:>6}  {summary.name:<36} failed ({summary.runs} runs): {reason}")
                 continue
+            ratios = [
+                summary.pods_per_s / _rate_of(summaries, summary.nodes, baseline)
+                for baseline in ("kube-scheduler", "null", "null-events")
+            ]
+            failed = f" ({summary.failed} of {summary.runs} runs failed)" if summary.failed else ""
             lines.append(
-                f"{r.nodes:>6}  {name:<36} {r.pods_per_s:>7.1f} {r.p50_ms:>7.1f} {r.p99_ms:>7.1f} "
-                f"{r.cpu_s:>6.1f} {r.cpu_binding_s:>7.1f} {r.peak_mib:>8.0f} "
-                f"{r.pods_per_s / kube_rate:>6.2f} {r.pods_per_s / null_rate:>6.2f}"
+                f"{summary.nodes:>6}  {summary.name:<36} {summary.pods_per_s:>7.1f} "
+                f"{summary.low:>6.1f}-{summary.high:<6.1f} {summary.p50_ms:>7.1f} {summary.p99_ms:>7.1f} "
+                f"{summary.cpu_s:>6.1f} {summary.cpu_binding_s:>7.1f} {summary.peak_mib:>8.0f} "
+                f"{ratios[0]:>6.2f} {ratios[1]:>6.2f} {ratios[2]:>9.2f}{failed}"
             )
         return "\n".join(lines)
 
 
-def _rate_of(rows: list[RunResult], nodes: int, scheduler: str) -> float:
+@dataclass(frozen=True)
+class Summary:
+    """One scheduler at one node count and QPS/burst over its rounds: medians of the
+    runs that bound every pod, and the lowest and highest pods/s among them."""
+
+    nodes: int
+    scheduler: str
+    name: str
+    runs: int
+    failed: int
+    pods_per_s: float
+    low: float
+    high: float
+    p50_ms: float
+    p99_ms: float
+    cpu_s: float
+    cpu_binding_s: float
+    peak_mib: float
+    error: str
+
+
+def summarize(rows: list[RunResult]) -> list[Summary]:
+    groups: dict[tuple[int, str], list[RunResult]] = {}
     for r in rows:
-        if r.nodes == nodes and r.scheduler == scheduler and not r.error:
-            return r.pods_per_s
+        groups.setdefault((r.nodes, r.scheduler), []).append(r)
+    summaries = []
+    for (nodes, scheduler), runs in groups.items():
+        good = [r for r in runs if not r.error]
+        rates = [r.pods_per_s for r in good]
+
+        def median_of(field: str, good: list[RunResult] = good) -> float:
+            return statistics.median(getattr(r, field) for r in good) if good else math.nan
+
+        summaries.append(
+            Summary(
+                nodes=nodes,
+                scheduler=scheduler,
+                name=(good or runs)[0].ran or scheduler,
+                runs=len(runs),
+                failed=len(runs) - len(good),
+                pods_per_s=median_of("pods_per_s"),
+                low=min(rates, default=math.nan),
+                high=max(rates, default=math.nan),
+                p50_ms=median_of("p50_ms"),
+                p99_ms=median_of("p99_ms"),
+                cpu_s=median_of("cpu_s"),
+                cpu_binding_s=median_of("cpu_binding_s"),
+                peak_mib=median_of("peak_mib"),
+                error=next((r.error for r in runs if r.error), ""),
+            )
+        )
+    return summaries
+
+
+def _rate_of(summaries: list[Summary], nodes: int, scheduler: str) -> float:
+    for summary in summaries:
+        if summary.nodes == nodes and summary.scheduler == scheduler:
+            return summary.pods_per_s
     return math.nan
 
 
