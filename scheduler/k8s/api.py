@@ -102,7 +102,7 @@ class KubeApi:
         self.executor = ThreadPoolExecutor(settings.workers, thread_name_prefix="kube-api")
         self.transport: ApiTransport | None = None
         if transport_supports(self.configuration):
-            self.transport = ApiTransport(self.api_client, settings.workers)
+            self.transport = ApiTransport(self.api_client, settings.connections)
 
     async def call(
         self, function: Callable[..., T], *args: Any, limiter: TokenBucket | None = None, **kwargs: Any

@@ -37,8 +37,12 @@ class ClientSettings(BaseModel):
 
     qps: float = Field(50.0, gt=0, description="API requests per second (kube-scheduler: 50)")
     burst: int = Field(100, ge=1, description="requests allowed above qps in a burst (kube-scheduler: 100)")
-    workers: int = Field(
-        16, ge=1, le=256, description="concurrent API calls (binds, events, status; listings, leases)"
+    workers: int = Field(16, ge=1, le=256, description="threads for listings, leases and other calls")
+    connections: int = Field(
+        256,
+        ge=1,
+        le=1024,
+        description="concurrent binds, events and status writes (kube-scheduler's are not capped)",
     )
     kubeconfig: Path | None = Field(None, description="kubeconfig file; in-cluster config when unset")
 
