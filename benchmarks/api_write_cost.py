@@ -1,0 +1,99 @@
+"""CPU per API write of rl-scheduler's client, both paths side by side: the aiohttp
+transport on the event loop and the official client in its thread pool (the path kept
+for proxies). It posts ``--events`` Events through ``KubeApi.post_event`` (the write
+made for every scheduled pod, as a bind is) by each path in turn, one at a time and all
+at once, ``--rounds`` times, and prints the process CPU and wall time per call once the
+connections are open (a first, unmeasured pass opens them: with up to
+``client.connections`` of them, a burst pays a TLS handshake per connection once).
+
+    hack/cluster.sh up
+    .venv/bin/python benchmarks/api_write_cost.py --kubeconfig .cache/clusters/rl-dev/kubeconfig.yaml
+
+The Events go to the namespace ``--namespace`` (created if missing) and are deleted
+at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import statistics
+import time
+from pathlib import Path
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from scheduler.k8s.api import KubeApi
+from scheduler.k8s.settings import ClientSettings
+from scheduler.objects.pod import Pod
+
+
+async def cost_per_call(api: KubeApi, pod: Pod, events: int, concurrent: bool) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) per ``post_event``."""
+
+    async def post(i: int) -> None:
+        await api.post_event(pod, type_="Normal", reason="Benchmark", action="Posting", note=f"call {i}")
+
+    async def send_all() -> None:
+        if concurrent:
+            await asyncio.gather(*(post(i) for i in range(events)))
+        else:
+            for i in range(events):
+                await post(i)
+
+    await send_all()  # unmeasured: the connections open (TLS handshakes) and stay open
+    cpu, wall = time.process_time(), time.perf_counter()
+    await send_all()
+    return (time.process_time() - cpu) / events, (time.perf_counter() - wall) / events
+
+
+async def measure(args: argparse.Namespace) -> dict[tuple[str, str], list[tuple[float, float]]]:
+    settings = ClientSettings.model_validate({"qps": 1e6, "burst": 1_000_000, "kubeconfig": args.kubeconfig})
+    pod = Pod(name="write-cost", namespace=args.namespace)
+    results: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for _round in range(args.rounds):
+        for path in ("transport", "official client"):
+            for mode in ("one at a time", "all at once"):
+                api = KubeApi(settings, "write-cost", "benchmark")
+                if path == "official client":
+                    api.transport = None
+                try:
+                    figures = await cost_per_call(api, pod, args.events, mode == "all at once")
+                finally:
+                    await api.close()
+                results.setdefault((path, mode), []).append(figures)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kubeconfig", type=Path, required=True)
+    parser.add_argument("--events", type=int, default=300, help="events per path and mode")
+    parser.add_argument("--rounds", type=int, default=3, help="repetitions, interleaved; medians shown")
+    parser.add_argument("--namespace", default="write-cost")
+    args = parser.parse_args()
+    api_client = config.new_client_from_config(config_file=str(args.kubeconfig))
+    core, events = client.CoreV1Api(api_client), client.EventsV1Api(api_client)
+    with contextlib.suppress(ApiException):  # already there
+        core.create_namespace({"metadata": {"name": args.namespace}})
+    events.delete_collection_namespaced_event(args.namespace)
+    try:
+        results = asyncio.run(measure(args))
+        # post_event logs and drops a failed write: count what arrived.
+        posted = len(events.list_namespaced_event(args.namespace).items)
+        expected = sum(len(figures) for figures in results.values()) * 2 * args.events
+        if posted != expected:
+            raise SystemExit(f"{posted} of {expected} events reached the API server")
+    finally:
+        events.delete_collection_namespaced_event(args.namespace)
+    print(f"{'path':<16} {'calls':<14} {'CPU ms/call':>11} {'wall ms/call':>12}   (medians of {args.rounds})")
+    for (path, mode), figures in results.items():
+        cpu = statistics.median(c for c, _ in figures) * 1000
+        wall = statistics.median(w for _, w in figures) * 1000
+        print(f"{path:<16} {mode:<14} {cpu:>11.2f} {wall:>12.2f}")
+
+
+if __name__ == "__main__":
+    main()
