@@ -259,9 +259,9 @@ class ClusterState:
     def relabel(self, pod_key: str, labels: Mapping[str, str]) -> Pod:
         """New labels for a placed pod (the API server of Kubernetes 1.36 copies the
         node's topology labels onto a pod it binds: PodTopologyLabelsAdmission); its
-        resources and GPUs stay. No
-        node version moves: what is cached by version depends on resources, and the
-        plugins that read pod labels read ``pods_on_node`` each cycle."""
+        resources and GPUs stay. No node version moves: what is cached by version
+        depends on resources, and the plugins that read pod labels (affinity, spread)
+        read ``pods_on_node`` each cycle."""
         placement = self.placements[pod_key]
         pod = replace(placement.pod, labels=dict(labels))
         self.placements[pod_key] = Placement(pod, placement.node, placement.gpu_indices)
