@@ -3,6 +3,7 @@ and bulk operations the end-to-end tests share."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -12,16 +13,19 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from devcluster import nodes as devnodes
+from scheduler.k8s.api import KubeApi
+
+T = TypeVar("T")
 
 
 def free_port() -> int:
@@ -172,6 +176,19 @@ def create_pods(core: client.CoreV1Api, manifests: Iterable[dict[str, Any]], wor
 
     with ThreadPoolExecutor(workers) as pool:
         list(pool.map(create, manifests))
+
+
+def run_then_close(api: KubeApi, scenario: Callable[[], Awaitable[T]]) -> T:
+    """Run ``scenario`` in a new event loop, closing ``api`` in that loop afterwards
+    (its transport's session belongs there)."""
+
+    async def run() -> T:
+        try:
+            return await scenario()
+        finally:
+            await api.close()
+
+    return asyncio.run(run())
 
 
 def delete_namespace_pods(core: client.CoreV1Api, namespace: str) -> None:

@@ -4,9 +4,8 @@ official client (used where the transport cannot reproduce the Configuration).""
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -16,7 +15,7 @@ from scheduler.k8s.api import BindOutcome, KubeApi
 from scheduler.k8s.settings import ClientSettings
 from scheduler.objects.pod import Pod
 from scheduler.resources.gpu import GPU_INDEX_ANNOTATION
-from tests.e2e.support import ensure_namespace
+from tests.e2e.support import delete_namespace_pods, ensure_namespace, run_then_close
 from tests.e2e.workloads import pod
 
 pytestmark = pytest.mark.cluster
@@ -34,16 +33,6 @@ def official_client(api: KubeApi) -> KubeApi:
     return api
 
 
-def run_with(api: KubeApi, scenario: Callable[[], Awaitable[Any]]) -> Any:
-    async def run() -> Any:
-        try:
-            return await scenario()
-        finally:
-            await api.close()
-
-    return asyncio.run(run())
-
-
 def created(core: client.CoreV1Api, name: str) -> Pod:
     manifest = core.create_namespaced_pod(NAMESPACE, pod(name, NAMESPACE, "nobody")).metadata
     return Pod(name=manifest.name, namespace=NAMESPACE, uid=manifest.uid)
@@ -55,7 +44,7 @@ def test_bind_event_and_condition_reach_the_api_server(
 ) -> None:
     core = dev_cluster.core_v1()
     ensure_namespace(core, NAMESPACE)
-    core.delete_collection_namespaced_pod(NAMESPACE, grace_period_seconds=0)  # from an earlier run
+    delete_namespace_pods(core, NAMESPACE)  # from an earlier run
     suffix = path.__name__.replace("_", "-")
     api = path(KubeApi(ClientSettings(kubeconfig=dev_cluster.kubeconfig), "writes-test", "tester"))
     bound, waiting, gone = (created(core, f"{kind}-{suffix}") for kind in ("bound", "waiting", "gone"))
@@ -73,7 +62,7 @@ def test_bind_event_and_condition_reach_the_api_server(
         await api.set_pod_scheduled_condition(waiting, reason="Unschedulable", message=UNSCHEDULABLE)
         return outcomes
 
-    outcomes = run_with(api, scenario)
+    outcomes = run_then_close(api, scenario)
     assert outcomes == [BindOutcome.BOUND, BindOutcome.CONFLICT, BindOutcome.CONFLICT, BindOutcome.POD_GONE]
     after = core.read_namespaced_pod(bound.name, NAMESPACE)
     assert after.spec.node_name == "node-a"
@@ -90,5 +79,4 @@ def test_bind_event_and_condition_reach_the_api_server(
     [scheduled] = [c for c in conditions if c.type == "PodScheduled"]
     assert (scheduled.status, scheduled.reason) == ("False", "Unschedulable")
     assert scheduled.message == UNSCHEDULABLE
-    for leftover in (bound, waiting):
-        core.delete_namespaced_pod(leftover.name, NAMESPACE, grace_period_seconds=0)
+    delete_namespace_pods(core, NAMESPACE)

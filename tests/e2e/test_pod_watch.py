@@ -14,7 +14,7 @@ from kubernetes import client
 from scheduler.k8s.api import KubeApi
 from scheduler.k8s.settings import ClientSettings
 from scheduler.k8s.watch import PodWatch
-from tests.e2e.support import ensure_namespace
+from tests.e2e.support import ensure_namespace, run_then_close
 from tests.e2e.workloads import pod
 
 pytestmark = pytest.mark.cluster
@@ -68,13 +68,7 @@ def test_events_after_the_listing_arrive_in_order(dev_cluster: Any) -> None:
             watch.cancel()
             await asyncio.gather(watch, return_exceptions=True)
 
-    async def scenario_then_close() -> None:
-        try:
-            await scenario()
-        finally:
-            await api.close()
-
-    asyncio.run(scenario_then_close())
+    run_then_close(api, scenario)
     assert relists == []
     kinds = [kind for kind, _name in seen]
     assert kinds[0] == "ADDED"
