@@ -1,11 +1,11 @@
 """``rl-scheduler run``: the kopf operator around the scheduler runtime.
 
 kopf gives the process its lifecycle (login, watches that restart, retries) and
-watches nodes and namespaces. We use only event handlers, which never write to the
-objects they watch, and kopf's posting of log lines as Kubernetes events is off.
-kopf's peering is off too; a Lease elects the replica that binds. Pods, the one
-high-rate kind, come from a watch of our own (``scheduler.k8s.watch``), which never
-writes to them either.
+watches namespaces. We use only event handlers, which never write to the objects they
+watch, and kopf's posting of log lines as Kubernetes events is off. kopf's peering is
+off too; a Lease elects the replica that binds. Pods and nodes, the high-rate and the
+large kind, come from watches of our own (``scheduler.k8s.watch``), which never write
+to them either.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import signal
 import socket
 import uuid
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import kopf
@@ -29,7 +30,7 @@ from scheduler.k8s.metrics import Metrics
 from scheduler.k8s.policy import PolicyManager, TypicalWorkload
 from scheduler.k8s.runtime import SchedulerRuntime
 from scheduler.k8s.settings import Settings
-from scheduler.k8s.watch import PodWatch
+from scheduler.k8s.watch import ResourceWatch
 
 log = logging.getLogger("rl-scheduler")
 
@@ -86,10 +87,6 @@ def build_registry(runtime: SchedulerRuntime, configuration: client.Configuratio
 
     # Async handlers run on the event loop, like the scheduling loop: kopf would run
     # plain functions in worker threads, racing the loop over the cache.
-    @kopf.on.event("", "v1", "nodes", registry=registry)
-    async def node_event(event: Mapping[str, Any], body: Mapping[str, Any], **_: Any) -> None:
-        runtime.on_node_event(_event_type(event), body)
-
     @kopf.on.event("", "v1", "namespaces", registry=registry)
     async def namespace_event(event: Mapping[str, Any], body: Mapping[str, Any], **_: Any) -> None:
         runtime.on_namespace_event(_event_type(event), body)
@@ -128,7 +125,17 @@ async def run(settings: Settings) -> None:
         else:
             runtime.leading.clear()
 
-    pod_watch = PodWatch(api, runtime.on_pod_event, runtime.list_and_apply)
+    async def relist(kind: str) -> str:
+        return (await runtime.list_and_apply())[kind]
+
+    watches = {
+        "pods": ResourceWatch(
+            api, "pod", api.core.list_pod_for_all_namespaces, runtime.on_pod_event, partial(relist, "pods")
+        ),
+        "nodes": ResourceWatch(
+            api, "node", api.core.list_node, runtime.on_node_event, partial(relist, "nodes")
+        ),
+    }
     elector = LeaderElector(api, settings.lease_name, settings.leader_election, me, on_change=on_leadership)
     tasks: list[asyncio.Task[Any]] = [
         asyncio.create_task(
@@ -144,8 +151,11 @@ async def run(settings: Settings) -> None:
     try:
         if runtime.experience is not None:
             runtime.experience.start()
-        pods_version = await runtime.list_and_apply()
-        tasks.append(asyncio.create_task(pod_watch.run(pods_version), name="pod-watch"))
+        versions = await runtime.list_and_apply()
+        tasks += [
+            asyncio.create_task(watch.run(versions[kind]), name=f"{watch.kind}-watch")
+            for kind, watch in watches.items()
+        ]
         log.info(
             "cache synced: %d nodes, %d pods placed",
             len(runtime.cache.state),

@@ -115,21 +115,20 @@ class SchedulerRuntime:
 
     # ---- listing --------------------------------------------------------------
 
-    async def list_and_apply(self) -> str:
+    async def list_and_apply(self) -> dict[str, str]:
         """List nodes, namespaces and pods, apply them as events, and drop what the
         listing no longer has (a deletion a restarted watch never reported). Returns
-        the pod listing's resourceVersion, where a pod watch picks up."""
+        each listing's resourceVersion by kind (``nodes``, ``namespaces``, ``pods``),
+        where that kind's watch picks up."""
         listed_at = time.monotonic()
         seen: dict[str, set[str]] = {}
-        pods_version = ""
+        versions: dict[str, str] = {}
         for kind, lister, handler in (
             ("nodes", self.api.core.list_node, self.on_node_event),
             ("namespaces", self.api.core.list_namespace, self.on_namespace_event),
             ("pods", self.api.core.list_pod_for_all_namespaces, self.on_pod_event),
         ):
-            items, version = await self.api.list_with_version(lister)
-            if kind == "pods":
-                pods_version = version
+            items, versions[kind] = await self.api.list_with_version(lister)
             for item in items:
                 handler("ADDED", item)
             seen[kind] = (
@@ -141,7 +140,7 @@ class SchedulerRuntime:
             if self.queue.forget(key):
                 self.reporter.forget(key)
         self.synced.set()
-        return pods_version
+        return versions
 
     async def resync_forever(self) -> None:
         while True:

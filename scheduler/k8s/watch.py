@@ -1,13 +1,16 @@
-"""The pod watch: the API server's stream of JSON lines, straight to the runtime.
+"""Watches of our own: the API server's stream of JSON lines, straight to the runtime.
 
-Pods are the one high-rate kind (every scheduled pod produces three or four events).
-Through kopf, the per-event machinery (a body wrapper, a worker task per object,
-handler matching) cost the event loop more CPU than scheduling the pod (py-spy, 1,000
-pods bound at QPS 5000). Here a thread reads the stream with the official client's
-connection settings, decodes the lines, and hands the events to the event loop in
-batches, in order. Nodes and namespaces, which change rarely, stay on kopf.
+Pods are the high-rate kind (every scheduled pod produces three or four events), and
+nodes the large one (5,000 of them in one listing). Through kopf, the per-event
+machinery (a body wrapper, a worker task per object, handler matching) cost the event
+loop more CPU than scheduling a pod (py-spy, 1,000 pods bound at QPS 5000), and at
+start-up it replayed the whole node listing our own listing had already applied (6 s
+of the event loop for 5,000 nodes, before and while the first pods were scheduled).
+Here a thread per kind reads the stream with the official client's connection
+settings, decodes the lines, and hands the events to the event loop in batches, in
+order. Namespaces, few and rarely changed, stay on kopf.
 
-The watch starts at the resourceVersion of the runtime's listing and resumes from the
+A watch starts at the resourceVersion of the runtime's listing and resumes from the
 last one it saw after a dropped connection (backoff 1 s doubling to 30 s). When the
 API server has compacted that version away (410 Gone), it lists again.
 """
@@ -49,6 +52,7 @@ class LineDecoder:
     """
 
     resource_version: str
+    what: str = "watch"  # for log lines
     _partial: bytes = field(default=b"", repr=False)
 
     def feed(self, chunk: bytes) -> list[Event]:
@@ -68,13 +72,13 @@ class LineDecoder:
             message = json.loads(line)
             kind, obj = str(message["type"]), message["object"]
         except (ValueError, KeyError, TypeError) as error:
-            log.warning("pod watch: skipped a line that is not a watch event (%s): %.200r", error, line)
+            log.warning("%s: skipped a line that is not a watch event (%s): %.200r", self.what, error, line)
             return None
         if kind == "ERROR":
             code = obj.get("code") if isinstance(obj, dict) else None
             if code == 410:
                 raise ResourceVersionGoneError(str(obj.get("message", "")))
-            log.warning("pod watch: the API server reported an error: %.300s", obj)
+            log.warning("%s: the API server reported an error: %.300s", self.what, obj)
             return None
         version = (obj.get("metadata") or {}).get("resourceVersion") if isinstance(obj, dict) else None
         if version:
@@ -84,20 +88,29 @@ class LineDecoder:
         return kind, obj
 
 
-class PodWatch:
-    """Feeds ``deliver(type, pod)`` from a watch on all pods; ``relist()`` lists again
-    (applying what it finds) and returns the listing's resourceVersion."""
+class ResourceWatch:
+    """Feeds ``deliver(type, object)`` from a watch of ``lister`` (an official client
+    list call over all namespaces, such as ``CoreV1Api.list_node``); ``relist()`` lists
+    again (applying what it finds) and returns the listing's resourceVersion."""
 
     def __init__(
         self,
         api: KubeApi,
+        kind: str,
+        lister: Callable[..., Any],
         deliver: Callable[[str, dict[str, Any]], None],
         relist: Callable[[], Awaitable[str]],
     ) -> None:
         self.api = api
+        self.kind = kind  # "pod", "node": for log lines and the thread's name
+        self.lister = lister
         self.deliver = deliver
         self.relist = relist
         self._response: Any = None
+
+    @property
+    def what(self) -> str:
+        return f"{self.kind} watch"
 
     async def run(self, resource_version: str) -> None:
         """Watch forever from ``resource_version``; one backoff serves a dropped watch
@@ -109,18 +122,18 @@ class PodWatch:
             try:
                 if version is None:
                     version = await self.relist()
-                decoder = LineDecoder(version)
+                decoder = LineDecoder(version, self.what)
                 await self._watch_once(decoder)
                 backoff = BACKOFF_MIN_S  # the server's timeout: resume at once
             except ResourceVersionGoneError as gone:
-                log.info("pod watch: version %s is gone (%s); listing again", version, gone)
+                log.info("%s: version %s is gone (%s); listing again", self.what, version, gone)
                 version = None
                 continue
             except asyncio.CancelledError:
                 self._close()
                 raise
             except Exception as error:
-                what = "pod watch dropped" if decoder is not None else "pod listing failed"
+                what = f"{self.what} dropped" if decoder is not None else f"{self.kind} listing failed"
                 log.warning("%s (%s: %s); retry in %ds", what, type(error).__name__, error, backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
@@ -132,11 +145,11 @@ class PodWatch:
         finished: asyncio.Future[None] = loop.create_future()
 
         def apply(events: list[Event]) -> None:
-            for kind, pod in events:
+            for kind, obj in events:
                 try:
-                    self.deliver(kind, pod)
+                    self.deliver(kind, obj)
                 except Exception:  # one bad event must not end the watch
-                    log.exception("pod watch: handling a %s event failed", kind)
+                    log.exception("%s: handling a %s event failed", self.what, kind)
 
         def settle(error: BaseException | None) -> None:
             if finished.done():
@@ -161,11 +174,11 @@ class PodWatch:
                 loop.call_soon_threadsafe(settle, error)
 
         # A daemon thread: a watch blocked in a read must not hold the process at exit.
-        threading.Thread(target=read, name="pod-watch", daemon=True).start()
+        threading.Thread(target=read, name=f"{self.kind}-watch", daemon=True).start()
         await finished
 
     def _stream(self, resource_version: str) -> Iterator[bytes]:
-        response: Any = self.api.core.list_pod_for_all_namespaces(
+        response: Any = self.lister(
             watch=True,
             resource_version=resource_version,
             allow_watch_bookmarks=True,
@@ -186,4 +199,4 @@ class PodWatch:
             try:
                 response.close()
             except Exception as error:  # closing on the way out; nothing left to protect
-                log.debug("closing the pod watch: %s", error)
+                log.debug("closing the %s: %s", self.what, error)

@@ -213,6 +213,29 @@ def test_a_pod_deleted_while_queued_is_forgotten(
     assert scheduler.metric("scheduler_schedule_attempts_total", {"result": "unschedulable"}) == failures
 
 
+def test_a_parked_pod_binds_when_a_node_gains_its_label(
+    core: client.CoreV1Api, scheduler: SchedulerProcess, namespace: str
+) -> None:
+    """A node update reaches the cache through the node watch and sends the parked pod
+    back to the active queue (kube-scheduler's NodeUpdate event)."""
+    label, node = "e2e.rl-scheduler.io/joined", "e2e-node-001"
+    create_pods(core, [pod("waiting", namespace, SCHEDULER, extra={"nodeSelector": {label: "yes"}})])
+    wait_for(
+        lambda: scheduler.metric("scheduler_pending_pods", {"queue": "unschedulable"}) >= 1,
+        60,
+        "the pod to park",
+    )
+    try:
+        core.patch_node(node, {"metadata": {"labels": {label: "yes"}}})
+        wait_for(
+            lambda: core.read_namespaced_pod("waiting", namespace).spec.node_name == node,
+            30,
+            f"the pod to bind to {node}",
+        )
+    finally:
+        core.patch_node(node, {"metadata": {"labels": {label: None}}})
+
+
 def test_gated_pods_wait_then_schedule(
     core: client.CoreV1Api, scheduler: SchedulerProcess, namespace: str
 ) -> None:

@@ -1,4 +1,4 @@
-"""The pod watch's decoding of the API server's JSON lines (the stream itself is
+"""The watch's decoding of the API server's JSON lines (the stream itself is
 exercised against a real API server in tests/e2e)."""
 
 import asyncio
@@ -10,7 +10,7 @@ from typing import Any, cast
 import pytest
 
 from scheduler.k8s.api import KubeApi
-from scheduler.k8s.watch import LineDecoder, PodWatch, ResourceVersionGoneError
+from scheduler.k8s.watch import LineDecoder, ResourceVersionGoneError, ResourceWatch
 
 
 def line(kind: str, obj: dict[str, Any]) -> bytes:
@@ -72,11 +72,15 @@ def test_gone_version_raises() -> None:
         decoder.feed(line("ERROR", status))
 
 
-class ScriptedWatch(PodWatch):
-    """A PodWatch whose API server answers each watch call from a script."""
+def no_lister(**_: Any) -> None:
+    raise AssertionError("a scripted watch never calls the API")
+
+
+class ScriptedWatch(ResourceWatch):
+    """A pod watch whose API server answers each watch call from a script."""
 
     def __init__(self, script: list[list[bytes]], relist_version: str, relist_failures: int = 0) -> None:
-        super().__init__(cast(KubeApi, None), self.record, self.relist_now)
+        super().__init__(cast(KubeApi, None), "pod", no_lister, self.record, self.relist_now)
         self.script = script
         self.relist_version = relist_version
         self.relist_failures = relist_failures
