@@ -145,11 +145,11 @@ class ResourceWatch:
         finished: asyncio.Future[None] = loop.create_future()
 
         def apply(events: list[Event]) -> None:
-            for kind, obj in events:
+            for event_type, obj in events:
                 try:
-                    self.deliver(kind, obj)
+                    self.deliver(event_type, obj)
                 except Exception:  # one bad event must not end the watch
-                    log.exception("%s: handling a %s event failed", self.what, kind)
+                    log.exception("%s: handling a %s event failed", self.what, event_type)
 
         def settle(error: BaseException | None) -> None:
             if finished.done():
