@@ -164,6 +164,19 @@ def structure_edges(state: ClusterState, degree: int) -> IntArray:
     return np.array(edges, np.int64).T.copy()
 
 
+def node_signature(state: ClusterState, i: int) -> tuple[object, ...]:
+    """What ``structure_edges`` and the model statistics read of node ``i``."""
+    node = state.nodes[i]
+    return (
+        node.name,
+        node.gpu_model,
+        node.gpu_count,
+        int(state.allocatable[i, CPU_COLUMN]),
+        int(state.allocatable[i, MEMORY_COLUMN]),
+        tuple(node.labels.get(label) for label in TOPOLOGY_LABELS),
+    )
+
+
 class GraphBuilder:
     """Features for one decision, cached between decisions by node version."""
 
@@ -172,10 +185,11 @@ class GraphBuilder:
         self.degree = degree
         self.frag = FragDelta(self.typical)
         self._serial = -1
-        self._topology = -1
         self._version = np.zeros(0, np.int64)
         self._node_x = np.zeros((0, len(NODE_FEATURES)), np.float32)
         self._edges = np.zeros((2, 0), np.int64)
+        self._signatures: list[tuple[object, ...]] = []
+        self._signature_version = np.zeros(0, np.int64)
         self._model_access = np.zeros(1, np.float32)
         self._model_share = np.zeros(1, np.float32)
         self.cluster_cpu_per_gpu = 0.0
@@ -201,17 +215,37 @@ class GraphBuilder:
     # ---- per state ------------------------------------------------------------------
 
     def _sync(self, state: ClusterState) -> None:
-        """Reset caches for a new state; rebuild edges and model statistics when the
-        node set or labels change."""
+        """Reset caches for a new state; rebuild edges and model statistics when what
+        they are made of changes: the node set, a node's shape or its topology labels.
+        (Any label or taint used to rebuild them, and a node's new allocatable did
+        not; a cluster adding a label to each of its 5,000 nodes, one at a time,
+        rebuilt the edges once per node.)"""
         if state.serial != self._serial:
             self._serial = state.serial
-            self._topology = -1
-        if state.topology_version != self._topology or self._version.size != len(state):
-            self._topology = state.topology_version
+            self._signatures = []
+        if self._structure_changed(state) or self._version.size != len(state):
             self._edges = structure_edges(state, self.degree)
             self._version = np.full(len(state), -1, np.int64)
             self._node_x = np.zeros((len(state), len(NODE_FEATURES)), np.float32)
             self._model_statistics(state)
+
+    def _structure_changed(self, state: ClusterState) -> bool:
+        """Whether a node's ``node_signature`` differs from the last check's; only the
+        nodes touched since then (``node_version``) are looked at."""
+        n = len(state)
+        if len(self._signatures) != n:
+            self._signatures = [node_signature(state, i) for i in range(n)]
+            self._signature_version = state.node_version.copy()
+            return True
+        touched = np.flatnonzero(self._signature_version != state.node_version)
+        changed = False
+        for i in touched.tolist():
+            signature = node_signature(state, i)
+            if signature != self._signatures[i]:
+                self._signatures[i] = signature
+                changed = True
+        self._signature_version[touched] = state.node_version[touched]
+        return changed
 
     def _model_statistics(self, state: ClusterState) -> None:
         models = state.gpu_models

@@ -138,3 +138,59 @@ def test_edges_link_nodes_of_the_same_shape_both_ways() -> None:
     assert pairs == {(i, (i + 1) % 5) for i in range(5)} | {((i + 1) % 5, i) for i in range(5)}
     assert all(5 not in pair for pair in pairs)  # the lone V100 node links to nothing
     assert list(edges[1]) == sorted(edges[1])  # sorted by target, as the inference cache expects
+
+
+ZONE = "topology.kubernetes.io/zone"
+SHAPE = {"cpu": "8", "memory": "32Gi", "gpus": 2, "model": "T4"}
+
+
+def zoned_state():  # type: ignore[no-untyped-def]
+    return make_state(
+        [make_node(f"g{i}", **SHAPE, labels={ZONE: f"z{i % 2}"}) for i in range(6)]  # type: ignore[arg-type]
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "rebuilt"),
+    [
+        pytest.param(
+            lambda s: s.add_node(make_node("g1", **SHAPE, labels={ZONE: "z1", "os": "linux"})),
+            False,
+            id="other label",
+        ),
+        pytest.param(
+            lambda s: s.add_node(
+                make_node("g1", **SHAPE, labels={ZONE: "z1"}, taints=[{"key": "k", "effect": "NoSchedule"}])
+            ),
+            False,
+            id="taint",
+        ),
+        pytest.param(lambda s: s.place(make_pod("p", cpu="1"), "g1", ()), False, id="placement"),
+        pytest.param(lambda s: s.add_node(make_node("g1", **SHAPE, labels={ZONE: "z0"})), True, id="zone"),
+        pytest.param(
+            lambda s: s.add_node(make_node("g1", **{**SHAPE, "model": "V100"}, labels={ZONE: "z1"})),
+            True,
+            id="GPU model",
+        ),
+        pytest.param(
+            lambda s: s.add_node(make_node("g1", **{**SHAPE, "cpu": "16"}, labels={ZONE: "z1"})),
+            True,
+            id="CPU",
+        ),
+        pytest.param(
+            lambda s: s.add_node(make_node("g9", **SHAPE, labels={ZONE: "z1"})), True, id="new node"
+        ),
+        pytest.param(lambda s: s.remove_node("g1"), True, id="node gone"),
+    ],
+)
+def test_edges_are_rebuilt_only_when_what_they_link_changes(change: object, rebuilt: bool) -> None:
+    state = zoned_state()
+    builder = GraphBuilder(TYPICAL)
+    builder.node_features(state)
+    before = builder.edge_index
+    change(state)  # type: ignore[operator]
+    features = builder.node_features(state)
+    assert (builder.edge_index is not before) == rebuilt
+    assert np.array_equal(builder.edge_index, structure_edges(state, builder.degree))
+    fresh = GraphBuilder(TYPICAL).node_features(state)
+    assert np.array_equal(features, fresh)
