@@ -48,6 +48,7 @@ from kubernetes.client.exceptions import ApiException
 from throughput_cluster import (
     NAMESPACE,
     BindWatcher,
+    NodeRelabeller,
     RunTimeoutError,
     bench_node_specs,
     check_fits,
@@ -106,6 +107,7 @@ class RunResult:
     cpu_binding_s: float = math.nan  # first to last bind
     peak_mib: float = math.nan
     load_average: float = math.nan  # 1-minute load when the run started
+    relabelled: int = 0  # nodes given a new label during the run (--relabel-per-s)
     round: int = 1
     error: str = ""
 
@@ -162,6 +164,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=60.0,
         help="seconds per 100 nodes to become Ready and untainted (1,000 took 200 s on 2 busy cores)",
     )
+    parser.add_argument(
+        "--relabel-per-s",
+        type=float,
+        default=0.0,
+        help="during each run, patch a label onto this many nodes a second (as a fresh cluster's "
+        "node lifecycle controller does)",
+    )
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "throughput")
     args = parser.parse_args(argv)
     args.schedulers = [s.strip() for s in args.schedulers.split(",") if s.strip()]
@@ -210,9 +219,10 @@ def wait_all_bound(scheduler: SchedulerUnderTest, watcher: BindWatcher, pods: in
 
 def measure(
     core: client.CoreV1Api, scheduler: SchedulerUnderTest, context: RunContext, result: RunResult,
-    timeout_s: float,
+    timeout_s: float, relabel_per_s: float = 0.0,
 ) -> None:  # fmt: skip
     run_id = new_run_id("tp")
+    relabeller = NodeRelabeller(core, run_id, relabel_per_s) if relabel_per_s > 0 else None
     create_pods(core, run_id, scheduler.scheduler_name, result.pods)
     watcher = BindWatcher(core, f"{names.RUN_LABEL}={run_id}")
     watcher.start()
@@ -221,6 +231,8 @@ def measure(
     result.load_average = os.getloadavg()[0]
     started = time.time()
     try:
+        if relabeller is not None:
+            relabeller.start()
         scheduler.start(context)
         cpu_at_first = wait_all_bound(scheduler, watcher, result.pods, timeout_s)
         result.cpu_s = cpu_seconds(scheduler.pid)
@@ -233,6 +245,9 @@ def measure(
     finally:
         scheduler.stop()
         watcher.stop()
+        if relabeller is not None:
+            relabeller.stop()
+            result.relabelled = relabeller.patched
         times = sorted(watcher.bound_at.values())
         result.bound = len(times)
         if len(times) >= 2:
@@ -254,7 +269,7 @@ def run_one(
     print(f"  {variant} at {limits.label}: ", end="", flush=True)
     try:
         delete_pods(core)
-        measure(core, scheduler, context, result, args.run_timeout)
+        measure(core, scheduler, context, result, args.run_timeout, args.relabel_per_s)
         print(
             f"{result.pods_per_s:.1f} pods/s, p50 {result.p50_ms:.0f} ms, p99 {result.p99_ms:.0f} ms "
             f"({result.ran})",

@@ -180,6 +180,39 @@ def delete_pods(core: client.CoreV1Api, timeout_s: float = 300.0) -> None:
 # ---- watching binds ---------------------------------------------------------------
 
 
+RELABEL_LABEL = "rl-bench.io/relabelled"
+
+
+class NodeRelabeller:
+    """Patches a label onto the generated nodes, one at a time, at ``per_s`` a second
+    while a run goes on: what the node lifecycle controller does to a fresh cluster
+    (``beta.kubernetes.io/os`` and ``arch``, node by node), or an operator labelling
+    its nodes. A label changes no node's fit, only what a scheduler's cache must take in."""
+
+    def __init__(self, core: client.CoreV1Api, value: str, per_s: float) -> None:
+        self.core, self.value, self.per_s = core, value, per_s
+        self.patched = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="relabeller", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        started = time.monotonic()
+        for name in sorted(generated_node_names(self.core)):
+            if self._stop.is_set():
+                return
+            with contextlib.suppress(ApiException):  # a node gone meanwhile
+                self.core.patch_node(name, {"metadata": {"labels": {RELABEL_LABEL: self.value}}})
+                self.patched += 1
+            self._stop.wait(max(0.0, started + (self.patched + 1) / self.per_s - time.monotonic()))
+
+
 class BindWatcher:
     """Wall-clock time at which the watch first showed each pod with a nodeName."""
 
