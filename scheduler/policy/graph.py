@@ -142,19 +142,24 @@ def _ring_edges(groups: dict[tuple[object, ...], list[int]], degree: int) -> set
     return edges
 
 
+def node_shape(state: ClusterState, i: int) -> tuple[object, ...]:
+    """Node ``i``'s shape, which ``structure_edges`` links: GPU model and count, CPU
+    and memory."""
+    node = state.nodes[i]
+    return (
+        node.gpu_model,
+        node.gpu_count,
+        int(state.allocatable[i, CPU_COLUMN]),
+        int(state.allocatable[i, MEMORY_COLUMN]),
+    )
+
+
 def structure_edges(state: ClusterState, degree: int) -> IntArray:
     """``[2, E]`` links between nodes of the same shape and of the same zone/rack."""
     shapes: dict[tuple[object, ...], list[int]] = defaultdict(list)
     zones: dict[tuple[object, ...], list[int]] = defaultdict(list)
     for i, node in enumerate(state.nodes):
-        shapes[
-            (
-                node.gpu_model,
-                node.gpu_count,
-                int(state.allocatable[i, CPU_COLUMN]),
-                int(state.allocatable[i, MEMORY_COLUMN]),
-            )
-        ].append(i)
+        shapes[node_shape(state, i)].append(i)
         for label in TOPOLOGY_LABELS:
             if label in node.labels:
                 zones[(label, node.labels[label])].append(i)
@@ -167,14 +172,7 @@ def structure_edges(state: ClusterState, degree: int) -> IntArray:
 def node_signature(state: ClusterState, i: int) -> tuple[object, ...]:
     """What ``structure_edges`` and the model statistics read of node ``i``."""
     node = state.nodes[i]
-    return (
-        node.name,
-        node.gpu_model,
-        node.gpu_count,
-        int(state.allocatable[i, CPU_COLUMN]),
-        int(state.allocatable[i, MEMORY_COLUMN]),
-        tuple(node.labels.get(label) for label in TOPOLOGY_LABELS),
-    )
+    return (node.name, *node_shape(state, i), *(node.labels.get(label) for label in TOPOLOGY_LABELS))
 
 
 class GraphBuilder:
