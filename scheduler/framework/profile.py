@@ -38,6 +38,11 @@ class Profile:
     ``tie_break``: ``random`` picks uniformly among the best nodes, as kube-scheduler's
     ``selectHost`` does; ``first`` takes the best node that comes first in the state's
     node order (the FGD simulator's seeded fixed order).
+
+    ``preferences`` (policy profiles): scores of what the pod's owner asked for
+    (preferred affinities, soft spread, PreferNoSchedule taints). When they tell the
+    feasible nodes apart, only the nodes with the highest weighted sum go on to
+    ``scores``: the user's preferences first, the policy among the nodes they prefer.
     """
 
     name: str
@@ -45,6 +50,7 @@ class Profile:
     scores: Sequence[WeightedScore]
     gpu_selector: GpuSelector
     tie_break: TieBreak = "random"
+    preferences: Sequence[WeightedScore] = ()
 
 
 @dataclass
@@ -62,7 +68,10 @@ class Decision:
     pre_filter_message: str = ""
     # Seconds spent per extension point (filter, score), for metrics.
     timings: dict[str, float] = field(default_factory=dict)
-    # Total score of each feasible node (aligned with ``feasible``), when scored.
+    # The nodes the profile's scores ran on: the feasible ones, or those of them the
+    # pod's preferences rank highest.
+    scored: IntArray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # Total score of each scored node (aligned with ``scored``), when scored.
     scores: npt.NDArray[np.int64] | None = None
 
     def top_scores(self, state: ClusterState, count: int = 8) -> list[tuple[str, int]]:
@@ -70,7 +79,7 @@ class Decision:
         if self.scores is None or self.scores.size == 0:
             return [(self.node, 0)] if self.scheduled else []
         best = np.argsort(-self.scores, kind="stable")[:count]
-        return [(state.nodes[int(self.feasible[i])].name, int(self.scores[i])) for i in best]
+        return [(state.nodes[int(self.scored[i])].name, int(self.scores[i])) for i in best]
 
     @property
     def scheduled(self) -> bool:
@@ -130,6 +139,14 @@ def total_scores(
     return total
 
 
+def most_preferred(ctx: CycleContext, preferences: Sequence[WeightedScore], nodes: IntArray) -> IntArray:
+    """The nodes with the highest weighted preference sum; all of ``nodes`` when the sums
+    are equal (the pod asks for nothing the nodes differ in)."""
+    totals = total_scores(ctx, preferences, nodes)
+    best = totals == totals.max()
+    return nodes if best.all() else nodes[best]
+
+
 def select_node(total: npt.NDArray[np.int64], tie_break: TieBreak, rng: np.random.Generator) -> int:
     """Position (in ``total``) of the chosen node."""
     best = np.flatnonzero(total == total.max())
@@ -154,6 +171,9 @@ def schedule_pod(
     if decision.feasible.size == 0:
         return decision
     nodes = decision.feasible
+    if profile.preferences and nodes.size > 1:
+        nodes = most_preferred(ctx, profile.preferences, nodes)
+    decision.scored = nodes
     if nodes.size == 1 or not profile.scores:
         choice = 0
     else:

@@ -5,7 +5,7 @@ environment variables (the environment wins), validated at start.
     profile: gnn                  # or fgd, best-fit, default, ...
     fallback_profile: fgd         # used while the learned policy cannot be loaded
     checkpoint: /var/lib/rl-scheduler/policies   # a checkpoint or a folder of versions
-    weights: {LeastAllocated: 2}  # score plugin weights (kube profiles)
+    weights: {LeastAllocated: 2}  # score weights by plugin (kube profiles; preferences in all)
     client: {qps: 50, burst: 100}
     metrics_address: 0.0.0.0:10260
     leader_election: {enabled: true, namespace: kube-system}

@@ -88,6 +88,12 @@ class Pod:
         return self.requests.get(MEMORY, 0)
 
     @property
+    def has_pod_affinity_terms(self) -> bool:
+        """Whether the pod has any pod affinity or anti-affinity term, required or preferred."""
+        affinity, anti = self.pod_affinity, self.pod_anti_affinity
+        return bool(affinity.required or affinity.preferred or anti.required or anti.preferred)
+
+    @property
     def has_pod_constraints(self) -> bool:
         """Whether inter-pod affinity or topology spread can apply to this pod."""
         return bool(self.pod_affinity.required or self.pod_anti_affinity.required or self.topology_spread)

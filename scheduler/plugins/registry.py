@@ -3,12 +3,19 @@
 Every profile runs the same filters, in kube-scheduler's order (our GpuShare after
 NodeResourcesFit). Profiles differ in how they score:
 
-| profile          | scores (weight)                                                         | ties   |
-|------------------|-------------------------------------------------------------------------|--------|
-| default          | TaintToleration 3, NodeAffinity 2, LeastAllocated 1, BalancedAllocation 1 | random |
-| most-allocated   | as default with MostAllocated instead of LeastAllocated                 | random |
-| random, dot-prod, gpu-clustering, gpu-packing, best-fit, fgd | that FGD-paper policy alone | first  |
-| gnn              | the learned policy (``scheduler.policy``) from a checkpoint              | first  |
+| profile        | scores (weight)                                                  | ties   |
+|----------------|------------------------------------------------------------------|--------|
+| default        | TaintToleration 3, NodeAffinity 2, InterPodAffinity 2,           | random |
+|                | PodTopologySpread 2, LeastAllocated 1, BalancedAllocation 1      |        |
+| most-allocated | as default with MostAllocated instead of LeastAllocated          | random |
+| random, dot-prod, gpu-clustering, gpu-packing, best-fit, fgd                      |        |
+|                | that FGD-paper policy alone, after the preferences               | first  |
+| gnn            | the learned policy (``scheduler.policy``), after the preferences | first  |
+
+The policy profiles rank by the pod's preferences first (the first four scores of
+``default`` with their weights, ``Profile.preferences``): the policy chooses among the
+nodes the pod prefers most. A pod that asks for nothing (every trace pod) leaves all
+feasible nodes to the policy.
 
 ``first`` takes the best node earliest in the state's node order; the trace replay
 adds nodes in a seeded order, as the FGD simulator ranks them. The learned policy is
@@ -41,7 +48,9 @@ from scheduler.plugins.scores.fgd import FgdScore
 from scheduler.plugins.scores.gpu_choice import BestFitGpus, RandomGpus
 from scheduler.plugins.scores.gpu_clustering import GpuClusteringScore
 from scheduler.plugins.scores.gpu_packing import GpuPackingScore
+from scheduler.plugins.scores.inter_pod_affinity import InterPodAffinityScore
 from scheduler.plugins.scores.node_preferences import NodeAffinityScore, TaintTolerationScore
+from scheduler.plugins.scores.pod_topology_spread import PodTopologySpreadScore
 from scheduler.plugins.scores.random_score import RandomScore
 from scheduler.plugins.scores.resource_allocation import BalancedAllocation, LeastAllocated, MostAllocated
 from scheduler.state.fragmentation import TypicalPods
@@ -103,14 +112,25 @@ def _weighted(ctx: ProfileContext, scores: list[tuple[ScorePlugin, int]]) -> lis
     return [WeightedScore(plugin, ctx.weights.get(plugin.name, weight)) for plugin, weight in scores]
 
 
+def _preference_scores() -> list[tuple[ScorePlugin, int]]:
+    """kube-scheduler's scores of what a pod's owner asks for, with its default weights."""
+    return [
+        (TaintTolerationScore(), 3),
+        (NodeAffinityScore(), 2),
+        (InterPodAffinityScore(), 2),
+        (PodTopologySpreadScore(), 2),
+    ]
+
+
+def user_preferences(ctx: ProfileContext) -> list[WeightedScore]:
+    """A policy profile's ``preferences``: kube's preference scores and weights (each
+    weight can be set by plugin name, as for the kube profiles)."""
+    return _weighted(ctx, _preference_scores())
+
+
 def _kube(name: str, fit: Callable[[], ScorePlugin]) -> ProfileFactory:
     def build(ctx: ProfileContext) -> Profile:
-        scores: list[tuple[ScorePlugin, int]] = [
-            (TaintTolerationScore(), 3),
-            (NodeAffinityScore(), 2),
-            (fit(), 1),
-            (BalancedAllocation(), 1),
-        ]
+        scores = [*_preference_scores(), (fit(), 1), (BalancedAllocation(), 1)]
         return Profile(name, default_filters(), _weighted(ctx, scores), BestFitGpus(), "random")
 
     return build
@@ -124,7 +144,8 @@ def _single(
     def build(ctx: ProfileContext) -> Profile:
         score = plugin(ctx)
         tie_break: TieBreak = "first"
-        return Profile(name, default_filters(), [WeightedScore(score, 1)], gpus(ctx, score), tie_break)
+        scores = [WeightedScore(score, 1)]
+        return Profile(name, default_filters(), scores, gpus(ctx, score), tie_break, user_preferences(ctx))
 
     return build
 

@@ -15,6 +15,7 @@ designs run in torch, on one thread.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +25,7 @@ import torch
 from scheduler.framework.plugin import CycleContext
 from scheduler.framework.profile import Profile, WeightedScore
 from scheduler.objects.pod import Pod
-from scheduler.plugins.registry import ProfileContext, default_filters
+from scheduler.plugins.registry import ProfileContext, default_filters, user_preferences
 from scheduler.policy.checkpoint import load_checkpoint
 from scheduler.policy.graph import GraphBuilder
 from scheduler.policy.inference import CachedScorer, NumpyScorer
@@ -76,8 +77,10 @@ def gnn_profile(ctx: ProfileContext, checkpoint: Path | None = None) -> Profile:
     """The ``gnn`` profile: the default filters and GnnScore alone, ties to the first
     node. Raises ``CheckpointError`` for a missing or bad checkpoint."""
     loaded = load_checkpoint(checkpoint if checkpoint is not None else ctx.checkpoint)
-    return model_profile(GnnScore(loaded.model, ctx.typical_pods))
+    return model_profile(GnnScore(loaded.model, ctx.typical_pods), user_preferences(ctx))
 
 
-def model_profile(plugin: GnnScore) -> Profile:
-    return Profile("gnn", default_filters(), [WeightedScore(plugin, 1)], plugin, "first")
+def model_profile(plugin: GnnScore, preferences: Sequence[WeightedScore] = ()) -> Profile:
+    """A learned scorer as a profile; training leaves out ``preferences`` (trace pods ask
+    for none), the live profile has the user's."""
+    return Profile("gnn", default_filters(), [WeightedScore(plugin, 1)], plugin, "first", preferences)

@@ -82,6 +82,10 @@ class ClusterState:
         # Keys of placed pods with required pod anti-affinity: InterPodAffinity must check
         # them against every incoming pod, and skips when there are none.
         self.anti_affinity_pod_keys: set[str] = set()
+        # Keys of placed pods with any pod affinity or anti-affinity term, required or
+        # preferred (kube's ``PodsWithAffinity``): the InterPodAffinity score reads their
+        # terms for every incoming pod.
+        self.affinity_pod_keys: set[str] = set()
         # Bumped when nodes are added or removed or their labels/taints change.
         self.topology_version = 0
         self._size = 0
@@ -199,6 +203,7 @@ class ClusterState:
         for pod in orphans:
             del self.placements[pod.key]
             self.anti_affinity_pod_keys.discard(pod.key)
+            self.affinity_pod_keys.discard(pod.key)
         last = self._size - 1
         if i != last:
             moved = self.nodes[last]
@@ -255,6 +260,8 @@ class ClusterState:
         self.pods_on_node[i][pod.key] = pod
         if pod.pod_anti_affinity.required:
             self.anti_affinity_pod_keys.add(pod.key)
+        if pod.has_pod_affinity_terms:
+            self.affinity_pod_keys.add(pod.key)
 
     def relabel(self, pod_key: str, labels: Mapping[str, str]) -> Pod:
         """New labels for a placed pod (the API server of Kubernetes 1.36 copies the
@@ -281,6 +288,7 @@ class ClusterState:
         self._touch(i)
         del self.pods_on_node[i][pod_key]
         self.anti_affinity_pod_keys.discard(pod_key)
+        self.affinity_pod_keys.discard(pod_key)
         return placement
 
     # ---- views -------------------------------------------------------------------

@@ -266,3 +266,42 @@ def test_scheduled_event_names_the_pod_and_node(
         "the Scheduled event",
     )
     assert scheduler.get("/healthz")[0] == 200
+
+
+def test_replicas_with_preferred_anti_affinity_spread_over_nodes(
+    core: client.CoreV1Api, scheduler: SchedulerProcess, namespace: str
+) -> None:
+    """The policy packs pods that ask for nothing; replicas that prefer not to share a
+    node get a node each (a Deployment's usual spreading), the policy choosing among the
+    nodes without one."""
+    replicas = 8
+
+    def group(app: str, spread: bool) -> list[dict[str, Any]]:
+        anti = {
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "podAffinityTerm": {
+                            "topologyKey": "kubernetes.io/hostname",
+                            "labelSelector": {"matchLabels": {"app": app}},
+                        },
+                    }
+                ]
+            }
+        }
+        extra = {"affinity": anti} if spread else None
+        labels = {"app": app}
+        return [pod(f"{app}-{i}", namespace, SCHEDULER, labels=labels, extra=extra) for i in range(replicas)]
+
+    create_pods(core, group("packed", spread=False) + group("spread", spread=True))
+
+    def nodes_of(app: str) -> list[str]:
+        items = core.list_namespaced_pod(namespace, label_selector=f"app={app}").items
+        return [p.spec.node_name for p in items if p.spec.node_name]
+
+    wait_for(
+        lambda: len(nodes_of("packed")) == len(nodes_of("spread")) == replicas, 60, "both groups to bind"
+    )
+    assert len(set(nodes_of("spread"))) == replicas, nodes_of("spread")
+    assert len(set(nodes_of("packed"))) < replicas, nodes_of("packed")

@@ -89,8 +89,8 @@ class PodTopologySpread(FilterBase):
         for c in constraints:
             domains = state.label_domains(c.topology_key)
             selector = spread_selector(c, pod)
-            counted = has_all_keys & _inclusion_mask(state, pod, c)
-            per_node = _matching_pods_per_node(state, pod.namespace, selector, counted)
+            counted = has_all_keys & inclusion_mask(state, pod, c)
+            per_node = matching_pods_per_node(state, pod.namespace, selector, counted)
             ids = domains.ids[counted]
             matching = np.zeros(domains.count, np.int64)
             np.add.at(matching, ids, per_node[counted])
@@ -125,7 +125,7 @@ class PodTopologySpread(FilterBase):
         ]
 
 
-def _inclusion_mask(state: ClusterState, pod: Pod, constraint: TopologySpreadConstraint) -> BoolArray:
+def inclusion_mask(state: ClusterState, pod: Pod, constraint: TopologySpreadConstraint) -> BoolArray:
     """Nodes that pass the constraint's nodeAffinityPolicy and nodeTaintsPolicy."""
     mask = np.ones(len(state), np.bool_)
     if constraint.node_affinity_policy == "Honor":
@@ -144,7 +144,7 @@ def _inclusion_mask(state: ClusterState, pod: Pod, constraint: TopologySpreadCon
     return mask
 
 
-def _matching_pods_per_node(
+def matching_pods_per_node(
     state: ClusterState, namespace: str, selector: LabelSelector | None, counted: BoolArray
 ) -> IntArray:
     """Per node, its pods in ``namespace`` that ``selector`` matches (0 off ``counted``)."""
