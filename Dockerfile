@@ -17,7 +17,7 @@ RUN python -m venv /opt/rl-scheduler
 ARG TORCH_VERSION=2.15.0
 RUN pip install --index-url https://download.pytorch.org/whl/cpu "torch==${TORCH_VERSION}"
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY scheduler ./scheduler
 # C++ headers and CMake files serve only extensions built against torch: none here.
 RUN pip install "./[operator,learn]" \
