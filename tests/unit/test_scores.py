@@ -68,8 +68,17 @@ CASES = [
         make_pod(cpu="1", memory="2Gi"),
         [make_node("n1", cpu="4", memory="8Gi"), make_node("n2", cpu="2", memory="8Gi")],
         [(make_pod("old", cpu="1", memory="2Gi"), "n1")],
-        [100, 87],
-        id="balanced: n1 cpu 0.5 mem 0.5 -> 100; n2 cpu 0.5 mem 0.25, std 0.125 -> 87",
+        # the change in balance, 50 + (50 + with - without) // 2
+        [75, 68],
+        id="balanced: n1 100 before and after -> 75; n2 100 -> 87 (cpu .5 mem .25) -> 50 + 37 // 2",
+    ),
+    pytest.param(
+        BalancedAllocation(),
+        make_pod(memory="4Gi"),
+        [make_node("n1", cpu="4", memory="8Gi")],
+        [(make_pod("cpu-heavy", cpu="2"), "n1")],
+        [87],
+        id="balanced: a pod that evens the node out: 75 (cpu .5 mem 0) -> 100 (.5/.5) -> 50 + 75 // 2",
     ),
     pytest.param(
         BalancedAllocation(),

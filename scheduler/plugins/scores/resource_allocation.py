@@ -8,8 +8,11 @@ request`` (the scoring requests: a container without a request counts 100m / 200
     MostAllocated:   min(req, alloc) * 100 // alloc
     node score:      sum(score_r * w_r) // sum(w_r)   over resources with alloc > 0
 
-BalancedAllocation uses real requests: ``f_r = min(1, req_r / alloc_r)`` and scores
-``trunc((1 - std(f)) * 100)``, where for two resources ``std = |f_cpu - f_mem| / 2``.
+BalancedAllocation uses real requests: ``f_r = min(1, req_r / alloc_r)`` and a node's
+balance ``trunc((1 - std(f)) * 100)``, where for two resources ``std = |f_cpu - f_mem| / 2``.
+As in kube-scheduler 1.36 it scores how the pod changes the balance:
+``50 + (50 + balance(with the pod) - balance(without)) // 2``, about 75 when the pod
+changes little, towards 100 when it evens the node out, towards 50 when it tilts it.
 A pod requesting neither CPU nor memory gets no balance score (kube's PreScore skip).
 """
 
@@ -51,13 +54,20 @@ def most_allocated(requested: IntArray, allocatable: IntArray) -> IntArray:
     return _weighted_average(per_resource, allocatable)
 
 
-def balanced_allocation(requested: IntArray, allocatable: IntArray) -> IntArray:
+def balance(requested: IntArray, allocatable: IntArray) -> IntArray:
     """``[B, 2]`` -> ``[B]``: 100 when CPU and memory are equally used."""
     fractions: npt.NDArray[np.float64] = np.minimum(requested / np.maximum(allocatable, 1), 1.0)
     counted = allocatable > 0
     both = counted.all(axis=1)
     std = np.where(both, np.abs(fractions[:, 0] - fractions[:, 1]) / 2.0, 0.0)
     return ((1.0 - std) * MAX_NODE_SCORE).astype(np.int64)
+
+
+def balanced_allocation(requested: IntArray, allocated: IntArray, allocatable: IntArray) -> IntArray:
+    """``[B, 2]`` requests with and without the pod -> ``[B]``: the change in balance,
+    ``50 + (50 + with - without) // 2`` (both balances lie in 50..100, so never below 0)."""
+    half = MAX_NODE_SCORE // 2
+    return half + (half + balance(requested, allocatable) - balance(allocated, allocatable)) // 2
 
 
 class LeastAllocated:
@@ -87,5 +97,5 @@ class BalancedAllocation:
         state = ctx.state
         both = slice(CPU_COLUMN, MEMORY_COLUMN + 1)
         pod = np.array([ctx.pod.cpu_milli, ctx.pod.memory], np.int64)
-        requested = state.requested[nodes, both] + pod[None, :]
-        return balanced_allocation(requested, state.allocatable[nodes, both])
+        allocated = state.requested[nodes, both]
+        return balanced_allocation(allocated + pod[None, :], allocated, state.allocatable[nodes, both])
