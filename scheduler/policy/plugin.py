@@ -74,8 +74,9 @@ class GnnScore:
 
 
 def gnn_profile(ctx: ProfileContext, checkpoint: Path | None = None) -> Profile:
-    """The ``gnn`` profile: the default filters and GnnScore alone, ties to the first
-    node. Raises ``CheckpointError`` for a missing or bad checkpoint."""
+    """The ``gnn`` profile: the default filters, the pod's preferences, then GnnScore
+    among the nodes the pod prefers most, ties to the first node. Raises
+    ``CheckpointError`` for a missing or bad checkpoint."""
     loaded = load_checkpoint(checkpoint if checkpoint is not None else ctx.checkpoint)
     return model_profile(GnnScore(loaded.model, ctx.typical_pods), user_preferences(ctx))
 

@@ -126,3 +126,14 @@ def test_the_policy_scores_the_preferred_nodes(pod: Pod, scored: list[str], top:
     ranked = [name for name, _ in decision.top_scores(state)]
     assert ranked[0] == top == decision.node
     assert sorted(ranked) == scored
+
+
+def test_the_learned_policy_chooses_among_the_preferred_nodes() -> None:
+    """The gnn profile scores a subset of the feasible nodes when the pod prefers some."""
+    built = build_profile("gnn", ProfileContext(typical_pods=TYPICAL))
+    for zone, allowed in (("a", {"big"}), ("b", {"mid", "small"})):
+        state = make_state(nodes())
+        pod = web("p", cpu="1", affinity=node_preference(zone))
+        decision = schedule_pod(state, pod, built, np.random.default_rng(0))
+        assert decision.node in allowed
+        assert {state.nodes[int(i)].name for i in decision.scored} == allowed
