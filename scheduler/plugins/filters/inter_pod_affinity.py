@@ -51,7 +51,8 @@ REASON_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
 REASON_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
 
 NamespaceLabels = Mapping[str, Mapping[str, str]]
-# Topology key -> matching pods per domain (``label_domains`` ids), then a 0 for id -1.
+# Topology key -> matching pods (or, for the score, signed weights) per domain
+# (``label_domains`` ids), then a 0 for id -1.
 DomainCounts = dict[str, IntArray]
 
 
@@ -115,7 +116,7 @@ class InterPodAffinity(FilterBase):
             node = state.node_index[placement.node]
             for term in placement.pod.pod_anti_affinity.required:
                 if AffinityTerm.resolve(term, placement.pod).matches(pod, ns_labels):
-                    _add(existing, state, term.topology_key, node)
+                    add_to_domain(existing, state, term.topology_key, node)
         if not affinity and not anti and not existing:
             return SKIP
         affinity_counts: DomainCounts = {}
@@ -125,10 +126,10 @@ class InterPodAffinity(FilterBase):
                 for other in pods.values():
                     if affinity and all(t.matches(other, ns_labels) for t in affinity):
                         for t in affinity:
-                            _add(affinity_counts, state, t.topology_key, node)
+                            add_to_domain(affinity_counts, state, t.topology_key, node)
                     for t in anti:
                         if t.matches(other, ns_labels):
-                            _add(anti_counts, state, t.topology_key, node)
+                            add_to_domain(anti_counts, state, t.topology_key, node)
         matches_own = bool(affinity) and all(t.matches(pod, ns_labels) for t in affinity)
         ctx.data[self.name] = _Counts(affinity, anti, affinity_counts, anti_counts, existing, matches_own)
         return SUCCESS
@@ -142,17 +143,17 @@ class InterPodAffinity(FilterBase):
             pods_exist = np.ones(nodes.size, np.bool_)
             for t in counts.affinity:
                 has_keys &= state.label_domains(t.topology_key).ids[nodes] >= 0
-                pods_exist &= _at(counts.affinity_counts, state, t.topology_key, nodes) > 0
+                pods_exist &= count_at(counts.affinity_counts, state, t.topology_key, nodes) > 0
             # No pod anywhere counts (entries only ever go up) and the pod matches its own
             # terms: it may be the first of its group, so any node with the keys will do.
             first_of_group = not counts.affinity_counts and counts.matches_own_affinity
             no_affinity = ~has_keys | ~(pods_exist | first_of_group)
         anti = np.zeros(nodes.size, np.bool_)
         for t in counts.anti_affinity:
-            anti |= _at(counts.anti_affinity_counts, state, t.topology_key, nodes) > 0
+            anti |= count_at(counts.anti_affinity_counts, state, t.topology_key, nodes) > 0
         existing = np.zeros(nodes.size, np.bool_)
         for key in counts.existing_counts:
-            existing |= _at(counts.existing_counts, state, key, nodes) > 0
+            existing |= count_at(counts.existing_counts, state, key, nodes) > 0
         # One reason per node, in kube's order.
         anti &= ~no_affinity
         existing &= ~(no_affinity | anti)
@@ -163,18 +164,18 @@ class InterPodAffinity(FilterBase):
         ]
 
 
-def _add(counts: DomainCounts, state: ClusterState, key: str, node: int) -> None:
-    """Count one pod on ``node`` in its ``key`` domain; nowhere if it lacks the key."""
+def add_to_domain(counts: DomainCounts, state: ClusterState, key: str, node: int, amount: int = 1) -> None:
+    """Add ``amount`` (one pod) to ``node``'s ``key`` domain; nowhere if it lacks the key."""
     domains = state.label_domains(key)
     domain = int(domains.ids[node])
     if domain < 0:
         return
     if key not in counts:
         counts[key] = np.zeros(domains.count + 1, np.int64)
-    counts[key][domain] += 1
+    counts[key][domain] += amount
 
 
-def _at(counts: DomainCounts, state: ClusterState, key: str, nodes: IntArray) -> IntArray:
+def count_at(counts: DomainCounts, state: ClusterState, key: str, nodes: IntArray) -> IntArray:
     """The count of each node's ``key`` domain (0 without the key or without pods)."""
     per_domain = counts.get(key)
     if per_domain is None:

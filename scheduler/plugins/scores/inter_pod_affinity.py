@@ -27,7 +27,7 @@ import numpy as np
 from scheduler.framework.plugin import MAX_NODE_SCORE, CycleContext
 from scheduler.objects.pod import Pod
 from scheduler.objects.selectors import PodAffinityTerm
-from scheduler.plugins.filters.inter_pod_affinity import AffinityTerm
+from scheduler.plugins.filters.inter_pod_affinity import AffinityTerm, DomainCounts, add_to_domain, count_at
 from scheduler.state.cluster_state import ClusterState, IntArray
 
 # kube-scheduler's InterPodAffinityArgs.hardPodAffinityWeight default.
@@ -46,19 +46,19 @@ class InterPodAffinityScore:
         own += [(AffinityTerm.resolve(t.term, pod), -t.weight) for t in pod.pod_anti_affinity.preferred]
         if not own and not state.affinity_pod_keys:
             return np.zeros(nodes.size, np.int64)
-        totals: dict[str, IntArray] = {}  # topology key -> per domain, then a 0 for "no key"
+        totals: DomainCounts = {}  # signed sums per topology domain
         for other, node in _placed_pods(state, everyone=bool(own)):
             for term, weight in own:
                 if term.matches(other, namespace_labels):
-                    _add(totals, state, term.topology_key, node, weight)
+                    add_to_domain(totals, state, term.topology_key, node, weight)
             for placed_term, weight in self._terms_of(other):
                 if AffinityTerm.resolve(placed_term, other).matches(pod, namespace_labels):
-                    _add(totals, state, placed_term.topology_key, node, weight)
+                    add_to_domain(totals, state, placed_term.topology_key, node, weight)
         if not totals:
             return np.zeros(nodes.size, np.int64)
         sums = np.zeros(nodes.size, np.int64)
-        for key, per_domain in totals.items():
-            sums += per_domain[state.label_domains(key).ids[nodes]]
+        for key in totals:
+            sums += count_at(totals, state, key, nodes)
         return normalize_min_max(sums)
 
     def _terms_of(self, other: Pod) -> Iterator[tuple[PodAffinityTerm, int]]:
@@ -94,13 +94,3 @@ def _placed_pods(state: ClusterState, *, everyone: bool) -> Iterator[tuple[Pod, 
     for key in state.affinity_pod_keys:
         placement = state.placements[key]
         yield placement.pod, state.node_index[placement.node]
-
-
-def _add(totals: dict[str, IntArray], state: ClusterState, key: str, node: int, amount: int) -> None:
-    domains = state.label_domains(key)
-    domain = int(domains.ids[node])
-    if domain < 0:
-        return
-    if key not in totals:
-        totals[key] = np.zeros(domains.count + 1, np.int64)
-    totals[key][domain] += amount
