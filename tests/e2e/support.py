@@ -170,6 +170,16 @@ def ensure_namespace(core: client.CoreV1Api, name: str, labels: Mapping[str, str
         core.create_namespace(body)
 
 
+@contextlib.contextmanager
+def scratch_namespace(core: client.CoreV1Api, prefix: str, test_id: str) -> Iterator[str]:
+    """A namespace for one test (``prefix`` and a hash of the test's id); its pods are
+    deleted afterwards."""
+    name = f"{prefix}-{abs(hash(test_id)) % 10**8}"
+    ensure_namespace(core, name)
+    yield name
+    delete_namespace_pods(core, name)
+
+
 def create_pods(core: client.CoreV1Api, manifests: Iterable[dict[str, Any]], workers: int = 8) -> None:
     def create(manifest: dict[str, Any]) -> None:
         core.create_namespaced_pod(manifest["metadata"].get("namespace", "default"), manifest)

@@ -23,7 +23,7 @@ from scheduler.objects.node_manifest import node_from_manifest
 from scheduler.objects.pod_manifest import pod_from_manifest
 from scheduler.plugins.registry import build_profile
 from scheduler.state.cluster_state import ClusterState
-from tests.e2e.support import delete_namespace_pods, ensure_namespace, replace_nodes, wait_for
+from tests.e2e.support import replace_nodes, scratch_namespace, wait_for
 from tests.e2e.workloads import pod
 
 pytestmark = pytest.mark.cluster
@@ -132,10 +132,8 @@ def core(dev_cluster: Any) -> client.CoreV1Api:
 
 @pytest.fixture
 def namespace(core: client.CoreV1Api, request: pytest.FixtureRequest) -> Iterator[str]:
-    name = f"parity-{abs(hash(request.node.nodeid)) % 10**6}"
-    ensure_namespace(core, name)
-    yield name
-    delete_namespace_pods(core, name)
+    with scratch_namespace(core, "parity", request.node.nodeid) as name:
+        yield name
 
 
 def as_dicts(core: client.CoreV1Api, items: list[Any]) -> list[dict[str, Any]]:

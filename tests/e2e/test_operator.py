@@ -14,11 +14,10 @@ from tests.e2e import checker
 from tests.e2e.support import (
     SchedulerProcess,
     create_pods,
-    delete_namespace_pods,
-    ensure_namespace,
     pod_events,
     replace_nodes,
     running_scheduler,
+    scratch_namespace,
     wait_for,
 )
 from tests.e2e.workloads import mixed_nodes, mixed_workload, pod
@@ -47,10 +46,8 @@ def scheduler(
 @pytest.fixture
 def namespace(core: client.CoreV1Api, request: pytest.FixtureRequest) -> Iterator[str]:
     slug = "".join(c if c.isalnum() else "-" for c in request.node.name.lower())
-    name = f"e2e-{slug[:30].strip('-')}-{abs(hash(request.node.nodeid)) % 10**6}"
-    ensure_namespace(core, name)
-    yield name
-    delete_namespace_pods(core, name)
+    with scratch_namespace(core, f"e2e-{slug[:30].strip('-')}", request.node.nodeid) as name:
+        yield name
 
 
 def pending_report(core: client.CoreV1Api, namespace: str, scheduler: SchedulerProcess) -> str:

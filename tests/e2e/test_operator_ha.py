@@ -18,9 +18,8 @@ from tests.e2e import checker
 from tests.e2e.support import (
     SchedulerProcess,
     create_pods,
-    delete_namespace_pods,
-    ensure_namespace,
     replace_nodes,
+    scratch_namespace,
     wait_for,
 )
 from tests.e2e.workloads import mixed_nodes, pod
@@ -37,10 +36,8 @@ def core(dev_cluster: Any) -> client.CoreV1Api:
 
 @pytest.fixture
 def namespace(core: client.CoreV1Api, request: pytest.FixtureRequest) -> Iterator[str]:
-    name = f"ha-{abs(hash(request.node.nodeid)) % 10**8}"
-    ensure_namespace(core, name)
-    yield name
-    delete_namespace_pods(core, name)
+    with scratch_namespace(core, "ha", request.node.nodeid) as name:
+        yield name
 
 
 @contextlib.contextmanager
