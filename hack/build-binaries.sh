@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Builds the dev-cluster binaries (etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler, kubectl, kwok, kwokctl, helm) from their Go modules, pinned in
-# hack/versions.env and hack/tools/*/go.{mod,sum}.
+# kube-scheduler, kubectl, kwok, kwokctl, helm, and for a real node kubelet and
+# kube-proxy) from their Go modules, pinned in hack/versions.env and
+# hack/tools/*/go.{mod,sum}.
 #
 #   hack/build-binaries.sh            # everything
-#   hack/build-binaries.sh etcd kwok  # only these groups (kubernetes, etcd, kwok, helm)
+#   hack/build-binaries.sh etcd kwok  # only these groups (kubernetes, node, etcd, kwok, helm)
 #   hack/build-binaries.sh --print-dir kubernetes   # where a group's binaries live
 #
 # Binaries land in .cache/bin/<group>-<version>/ and are reused: a group whose
@@ -26,7 +27,7 @@ export GOCACHE="${GOCACHE_OVERRIDE:-${CACHE_DIR}/go/build}"
 # upstream releases do. -mod=readonly makes a go.mod/go.sum drift a hard error.
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false"
 
-ALL_GROUPS=(kubernetes etcd kwok helm)
+ALL_GROUPS=(kubernetes node etcd kwok helm)
 # Half-built output directories, removed on any exit so a failed build leaves no debris.
 TMP_DIRS=()
 cleanup() { ((${#TMP_DIRS[@]} == 0)) || rm -rf "${TMP_DIRS[@]}"; }
@@ -34,7 +35,7 @@ trap cleanup EXIT
 
 group_version() {
   case "$1" in
-    kubernetes) echo "${KUBERNETES_VERSION}" ;;
+    kubernetes | node) echo "${KUBERNETES_VERSION}" ;;
     etcd) echo "${ETCD_VERSION}" ;;
     kwok) echo "${KWOK_VERSION}" ;;
     helm) echo "${HELM_VERSION}" ;;
@@ -44,6 +45,7 @@ group_version() {
 group_packages() {
   case "$1" in
     kubernetes) echo "k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl" ;;
+    node) echo "k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy" ;;
     etcd) echo "go.etcd.io/etcd/server/v3" ;;
     kwok) echo "sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/kwok/cmd/kwokctl" ;;
     helm) echo "helm.sh/helm/v${HELM_VERSION:1:1}/cmd/helm" ;;
@@ -53,6 +55,7 @@ group_packages() {
 group_binaries() {
   case "$1" in
     kubernetes) echo "kube-apiserver kube-controller-manager kube-scheduler kubectl" ;;
+    node) echo "kubelet kube-proxy" ;;
     etcd) echo "etcd" ;;
     kwok) echo "kwok kwokctl" ;;
     helm) echo "helm" ;;
@@ -69,6 +72,14 @@ version_command() {
 }
 
 group_dir() { echo "${BIN_ROOT}/$1-$(group_version "$1")"; }
+
+# The Go module a group builds from: the node's binaries come from the Kubernetes one.
+group_module_dir() {
+  case "$1" in
+    node) echo "${HACK_DIR}/tools/kubernetes" ;;
+    *) echo "${HACK_DIR}/tools/$1" ;;
+  esac
+}
 
 die() {
   local code="$1"; shift
@@ -95,9 +106,10 @@ module_time() { # module-dir module-path
 }
 
 group_ldflags() {
-  local group="$1" dir="${HACK_DIR}/tools/$1" v
+  local group="$1" dir v
+  dir="$(group_module_dir "$1")"
   case "${group}" in
-    kubernetes)
+    kubernetes | node)
       v="${KUBERNETES_VERSION#v}"
       local date minor="${v#*.}"
       minor="${minor%%.*}"
@@ -151,7 +163,8 @@ check_versions() { # group dir
 }
 
 build_group() {
-  local group="$1" dir="${HACK_DIR}/tools/$1" out tmp start total n=0 line
+  local group="$1" dir out tmp start total n=0 line
+  dir="$(group_module_dir "$1")"
   out="$(group_dir "${group}")"
   if group_is_built "${group}"; then
     echo "==> ${group} $(group_version "${group}"): cached in ${out}"

@@ -22,7 +22,8 @@ REPO_ROOT = HACK_DIR.parent
 BUILD_SCRIPT = HACK_DIR / "build-binaries.sh"
 VERSIONS_FILE = HACK_DIR / "versions.env"
 CLUSTER_GROUPS = ("kubernetes", "etcd", "kwok")
-ALL_GROUPS = (*CLUSTER_GROUPS, "helm")
+# kubelet and kube-proxy: only a real node needs them.
+ALL_GROUPS = (*CLUSTER_GROUPS, "node", "helm")
 # Exit codes of build-binaries.sh (documented in its header).
 _EXIT_NO_TOOLCHAIN = 3
 
@@ -74,6 +75,8 @@ class Binaries:
     kwok: Path
     kwokctl: Path
     helm: Path
+    kubelet: Path
+    kube_proxy: Path
 
     @classmethod
     def in_cache(cls, cache: Path | None = None) -> Binaries:
@@ -81,6 +84,7 @@ class Binaries:
         bin_root = (cache or cache_dir()) / "bin"
         kube = bin_root / f"kubernetes-{v['KUBERNETES_VERSION']}"
         kwok = bin_root / f"kwok-{v['KWOK_VERSION']}"
+        node = bin_root / f"node-{v['KUBERNETES_VERSION']}"
         return cls(
             etcd=bin_root / f"etcd-{v['ETCD_VERSION']}" / "etcd",
             kube_apiserver=kube / "kube-apiserver",
@@ -90,6 +94,8 @@ class Binaries:
             kwok=kwok / "kwok",
             kwokctl=kwok / "kwokctl",
             helm=bin_root / f"helm-{v['HELM_VERSION']}" / "helm",
+            kubelet=node / "kubelet",
+            kube_proxy=node / "kube-proxy",
         )
 
 

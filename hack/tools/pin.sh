@@ -33,7 +33,9 @@ write_module "${dir}" rl-scheduler.dev/hack/tools/kubernetes \
   k8s.io/kubernetes/cmd/kube-apiserver \
   k8s.io/kubernetes/cmd/kube-controller-manager \
   k8s.io/kubernetes/cmd/kube-scheduler \
-  k8s.io/kubernetes/cmd/kubectl
+  k8s.io/kubernetes/cmd/kubectl \
+  k8s.io/kubernetes/cmd/kubelet \
+  k8s.io/kubernetes/cmd/kube-proxy
 staging=$(go mod download -json "k8s.io/kubernetes@${KUBERNETES_VERSION}" |
   sed -n 's/.*"GoMod": "\(.*\)".*/\1/p' | xargs sed -n '/^replace (/,/^)/p' |
   awk '/=> .\/staging/ {print $1}')
