@@ -18,6 +18,8 @@ from devcluster.binaries import ALL_GROUPS, Binaries, ensure_binaries, openb_fil
 from devcluster.clean import clean_pods
 from devcluster.errors import DevClusterError, InvalidArgumentError
 from devcluster.kube import core_v1, ensure_namespace, parse_quantity
+from devcluster.realnode import images as realnode_images
+from devcluster.realnode import node as realnode
 from devcluster.usage import node_usage, totals
 
 
@@ -46,8 +48,32 @@ def cmd_build(args: argparse.Namespace) -> None:
 
 
 def cmd_up(args: argparse.Namespace) -> None:
-    info = cluster.up(cluster.ClusterConfig(args.name, args.port, not args.no_kube_scheduler))
+    config = cluster.ClusterConfig(args.name, args.port, not args.no_kube_scheduler, real_node=args.real_node)
+    info = cluster.up(config)
     print(info.kubeconfig)
+
+
+IMAGE_NAMES = ("scheduler", "trainer")
+
+
+def cmd_images(args: argparse.Namespace) -> None:
+    """Build images with podman and, with a real node running, move them into it."""
+    names = args.images or ["scheduler"]
+    unknown = sorted(set(names) - set(IMAGE_NAMES))
+    if unknown:
+        raise InvalidArgumentError(f"unknown images {unknown}; choose from {list(IMAGE_NAMES)}")
+    realnode_images.build(*names)
+    if args.no_import:
+        return
+    layout = realnode.layout_of(args.name)
+    if "containerd" not in realnode.running(layout):
+        raise InvalidArgumentError(
+            f"cluster {args.name!r} has no real node running (`up --real-node`); --no-import builds only"
+        )
+    for image in names:
+        result = realnode_images.import_image(layout.containerd_socket, image)
+        verb = "already in" if result.skipped else f"imported in {result.seconds:.1f} s into"
+        print(f"{result.ref}: {verb} {layout.node_name}")
 
 
 def cmd_down(args: argparse.Namespace) -> None:
@@ -201,6 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands: list[tuple[str, Callable[[argparse.Namespace], None], str]] = [
         ("build", cmd_build, "build the pinned binaries that are not cached yet"),
         ("up", cmd_up, "start the cluster (building binaries first if needed)"),
+        ("images", cmd_images, "build the rl-scheduler images with podman and load them into the real node"),
         ("down", cmd_down, "stop the cluster and delete its state"),
         ("status", cmd_status, "is the cluster up, where, how many nodes"),
         ("kubeconfig", cmd_kubeconfig, "print the cluster's kubeconfig path"),
@@ -220,6 +247,12 @@ def build_parser() -> argparse.ArgumentParser:
     up = parsers["up"]
     up.add_argument("--port", type=int, default=0, help="API server port on 127.0.0.1 (0: any)")
     up.add_argument("--no-kube-scheduler", action="store_true", help="do not run kube-scheduler")
+    up.add_argument(
+        "--real-node", action="store_true", help="also start a real node (kubelet, kube-proxy, containerd)"
+    )
+    images = parsers["images"]
+    images.add_argument("images", nargs="*", help=f"of {' '.join(IMAGE_NAMES)} (default: scheduler)")
+    images.add_argument("--no-import", action="store_true", help="build only")
     _add_nodes_args(parsers["nodes"])
     _add_workload_args(parsers["workload"])
     view = parsers["view"]

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from devcluster import processes
+from devcluster import names, processes
 from devcluster.binaries import Binaries, cache_dir, ensure_binaries
 from devcluster.errors import (
     ClusterNotRunningError,
@@ -32,6 +32,9 @@ from devcluster.errors import (
     PortInUseError,
 )
 from devcluster.kube import wait_for_service_account
+from devcluster.realnode import config as realnode_config
+from devcluster.realnode import host as realnode_host
+from devcluster.realnode import node as realnode
 
 LOOPBACK = "127.0.0.1"
 DEFAULT_NAME = "rl-dev"
@@ -52,6 +55,10 @@ class ClusterConfig:
     kube_scheduler: bool = True
     #: How long kwokctl may take to bring the components up before we give up.
     start_timeout_s: int = _START_TIMEOUT_S
+    #: One real node (kubelet, kube-proxy, containerd) beside the KWOK ones; the API
+    #: server then advertises the node's bridge address, where pods reach it, and
+    #: listens on every address (see devcluster.realnode).
+    real_node: bool = False
 
 
 @dataclass(frozen=True)
@@ -123,14 +130,47 @@ def _kwokctl_config(config: ClusterConfig, binaries: Binaries) -> str:
     # machine, a missed lease renewal makes the controller manager or the scheduler
     # exit for good, leaving a cluster that silently stops binding pods.
     no_leader_election = [{"key": "leader-elect", "value": "false"}]
+    patches: list[dict[str, object]] = [
+        {"name": "kube-controller-manager", "extraArgs": no_leader_election},
+        {"name": "kube-scheduler", "extraArgs": no_leader_election},
+    ]
+    if config.real_node:
+        # Pods reach the API server through the `kubernetes` Service, which kube-proxy
+        # forwards to the advertised address (the node's bridge), and which must be in
+        # the server's certificate. The other components keep talking to 127.0.0.1, so
+        # the API server listens on every address. `kubectl logs` and `exec` reach the
+        # kubelet at the node's InternalIP (its hostname resolves nowhere).
+        options["kubeApiserverCertSANs"] = [realnode_config.KUBERNETES_SERVICE_IP, realnode_config.GATEWAY]
+        patches.append(
+            {
+                "name": "kube-apiserver",
+                "extraArgs": [
+                    {"key": "bind-address", "value": "0.0.0.0"},
+                    {"key": "advertise-address", "value": realnode_config.GATEWAY},
+                    {"key": "service-cluster-ip-range", "value": realnode_config.SERVICE_SUBNET},
+                    {"key": "kubelet-preferred-address-types", "value": "InternalIP"},
+                ],
+            }
+        )
+        # kwokctl's controller fakes every node's status by default: the kubelet's node
+        # is its own, and KWOK keeps the nodes annotated as fake (devcluster.nodes).
+        patches.append(
+            {
+                "name": "kwok-controller",
+                "extraArgs": [
+                    {"key": "manage-all-nodes", "value": "false"},
+                    {
+                        "key": "manage-nodes-with-annotation-selector",
+                        "value": f"{names.KWOK_NODE_ANNOTATION}={names.KWOK_NODE_VALUE}",
+                    },
+                ],
+            }
+        )
     document = {
         "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
         "kind": "KwokctlConfiguration",
         "options": options,
-        "componentsPatches": [
-            {"name": "kube-controller-manager", "extraArgs": no_leader_election},
-            {"name": "kube-scheduler", "extraArgs": no_leader_election},
-        ],
+        "componentsPatches": patches,
     }
     return json.dumps(document, indent=2) + "\n"
 
@@ -148,6 +188,9 @@ def down(name: str = DEFAULT_NAME, *, cache: Path | None = None, out: TextIO | N
     workdir = cluster_workdir(name, cache)
     if not workdir.exists():
         return False
+    # The real node first: its pods' volumes are mounted under its own folder, and it
+    # needs the API server no longer.
+    realnode.down(name, cache=cache, out=out)
     binaries = Binaries.in_cache(cache)
     # kwokctl deletes the pid files along with the workdir, and does not stop a
     # component that was restarted behind its back (processes.restart): take the
@@ -216,6 +259,8 @@ def up(
     if config.port:
         check_port_free(config.port)
     binaries = ensure_binaries(env={**os.environ, "RL_DEVCLUSTER_CACHE": str(cache)}, out=out)
+    if config.real_node:
+        _prepare_real_node(config, cache)
 
     # Outside clusters/: kwokctl warns about any file it finds there.
     config_path = cache / "kwokctl" / f"{config.name}.yaml"
@@ -236,6 +281,8 @@ def up(
         _run_kwokctl(command, _kwokctl_env(cache), workdir, config.name, out)
         result = info(config.name, cache)
         _wait_until_serving(result)
+        if config.real_node:
+            realnode.up(config.name, result.kubeconfig, cache=cache, out=out)
     except BaseException:
         # Ctrl-C and errors alike: leave nothing half-started behind.
         down(config.name, cache=cache, out=out)
@@ -248,6 +295,20 @@ def up(
         file=out,
     )
     return result
+
+
+def _prepare_real_node(config: ClusterConfig, cache: Path) -> None:
+    """Before the control plane: check the packages, and make the bridge whose address
+    the API server will listen on (after recording the machine as it was)."""
+    realnode.check_prerequisites()
+    other = realnode.other_running_node(config.name, cache)
+    if other:
+        raise InvalidArgumentError(
+            f"the real node of cluster {other!r} is running; one real node per machine: stop it first"
+        )
+    layout = realnode.layout_of(config.name, cache)
+    realnode_host.HostRecord.load_or_take(layout.host_record)
+    realnode_host.create_bridge()
 
 
 def _run_kwokctl(command: list[str], env: dict[str, str], workdir: Path, name: str, out: TextIO) -> None:
