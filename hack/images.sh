@@ -112,6 +112,20 @@ choose_base() {
   fi
 }
 
+# PyTorch's CPU-only index unless $TORCH_INDEX_URL says otherwise; PyPI's (CUDA) wheel
+# when that index cannot be reached.
+torch_index() {
+  local cpu="https://download.pytorch.org/whl/cpu"
+  if [[ -n "${TORCH_INDEX_URL+set}" ]]; then
+    echo "${TORCH_INDEX_URL}"
+  elif curl -sSf -o /dev/null --max-time 15 "${cpu}/torch/" 2>/dev/null; then
+    echo "${cpu}"
+  else
+    echo "==> trainer: ${cpu} cannot be reached; torch comes from PyPI (the CUDA build, several GB)" >&2
+    echo ""
+  fi
+}
+
 build_target() { # scheduler | trainer
   local target="$1" base ref start=${SECONDS}
   base="$(choose_base)"
@@ -121,7 +135,9 @@ build_target() { # scheduler | trainer
   # pip in the build trusts what the host trusts (a proxy's CA, say); Debian's pip reads
   # the system bundle, other pips PIP_CERT.
   [[ -f "${HOST_CA}" ]] && args+=(--volume "${HOST_CA}:/etc/ssl/certs/ca-certificates.crt:ro")
-  [[ -n "${TORCH_INDEX_URL+set}" ]] && args+=(--build-arg "TORCH_INDEX_URL=${TORCH_INDEX_URL}")
+  if [[ "${target}" == trainer ]]; then
+    args+=(--build-arg "TORCH_INDEX_URL=$(torch_index)")
+  fi
   podman build "${args[@]}" "${ROOT_DIR}" || die 4 "building the ${target} image failed"
   echo "==> ${target}: ${ref} in $((SECONDS - start)) s, $(podman image inspect --format '{{.Size}}' "${ref}" | awk '{printf "%.0f MB", $1 / 1e6}')" >&2
 }

@@ -40,6 +40,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
 {{- end }}
 
+{{- define "rl-scheduler.trainerImage" -}}
+{{- printf "%s:%s" .Values.trainer.image.repository (.Values.trainer.image.tag | default .Chart.AppVersion) }}
+{{- end }}
+
 {{/* The shared volume's mount point, in both containers. */}}
 {{- define "rl-scheduler.sharedPath" -}}/var/lib/rl-scheduler{{- end }}
 
