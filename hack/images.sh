@@ -106,7 +106,7 @@ choose_base() {
   elif image_exists "${PUBLIC_BASE}" || timeout 60 podman pull --quiet "${PUBLIC_BASE}" >/dev/null 2>&1; then
     echo "${PUBLIC_BASE}"
   else
-    echo "==> base: no registry answers for ${PUBLIC_BASE}; making one with mmdebstrap" >&2
+    echo "==> base: no registry answers for ${PUBLIC_BASE}; using a Debian base made with mmdebstrap" >&2
     debian_base
     echo "${DEBIAN_BASE}"
   fi

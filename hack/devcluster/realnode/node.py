@@ -101,6 +101,10 @@ def other_running_node(cluster: str, cache: Path) -> str | None:
     return None
 
 
+# The processes this process started, to tell why one is gone (its exit status).
+_STARTED: dict[str, subprocess.Popen[bytes]] = {}
+
+
 def _start(layout: NodeLayout, component: str, argv: Sequence[str]) -> int:
     layout.logs.mkdir(parents=True, exist_ok=True)
     layout.pids.mkdir(parents=True, exist_ok=True)
@@ -108,6 +112,7 @@ def _start(layout: NodeLayout, component: str, argv: Sequence[str]) -> int:
         process = subprocess.Popen(
             list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
         )
+    _STARTED[component] = process
     (layout.pids / f"{component}.pid").write_text(f"{process.pid}\n")
     return process.pid
 
@@ -116,9 +121,11 @@ def _wait(layout: NodeLayout, component: str, ready: Callable[[], bool], timeout
     deadline = time.monotonic() + timeout_s
     while not ready():
         if component not in running(layout):
+            started = _STARTED.get(component)
+            status = started.poll() if started is not None else None
             raise RealNodeError(
-                f"{component} exited while starting; last lines of {layout.logs / component}.log:\n"
-                + processes.log_tail(layout.files, component)
+                f"{component} is not running (exit status {status}); last lines of "
+                f"{layout.logs / component}.log:\n" + processes.log_tail(layout.files, component)
             )
         if time.monotonic() > deadline:
             raise RealNodeError(f"{component}: {what} not seen in {timeout_s:.0f} s (log: {layout.logs})")
