@@ -190,7 +190,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def _read(checkpoint: Path) -> tuple[Path, dict[str, Any]]:
-    from scheduler.policy.checkpoint import read_manifest  # noqa: PLC0415
+    from scheduler.policy.weights import read_manifest  # noqa: PLC0415
 
     return read_manifest(checkpoint)
 

@@ -31,8 +31,7 @@ from tqdm import tqdm
 from scheduler.learn.episode import EpisodeSpec, make_episode, run_episode
 from scheduler.learn.options import EsArgs
 from scheduler.policy.checkpoint import Manifest, load_checkpoint, save_checkpoint
-from scheduler.policy.inference import NumpyScorer
-from scheduler.policy.model import NodeScorer
+from scheduler.policy.model import NodeScorer, numpy_scorer
 from scheduler.policy.plugin import GnnScore, model_profile
 
 FloatArray = npt.NDArray[np.float64]
@@ -90,7 +89,7 @@ def _fitness(task: tuple[FloatArray, EpisodeSpec]) -> float:
     model: NodeScorer = _WORKER["model"]
     set_vector(model, vector)
     episode = make_episode(spec)
-    profile = model_profile(GnnScore(model, episode.typical, NumpyScorer(model)))
+    profile = model_profile(GnnScore(numpy_scorer(model), episode.typical))
     return run_episode(episode, profile).saturation_allocation()
 
 
@@ -98,9 +97,8 @@ def hidden_activation_std(model: NodeScorer, spec: EpisodeSpec) -> float:
     """Std of the head's hidden units on one episode's first pods (sets the scale of
     the last layer's perturbations)."""
     episode = make_episode(spec)
-    plugin = GnnScore(model, episode.typical, NumpyScorer(model))
+    plugin = GnnScore(numpy_scorer(model), episode.typical)
     state = episode.fresh_state()
-    assert plugin.cached is not None
     rows = []
     for pod in episode.arrivals[:20]:
         nodes = np.arange(len(state), dtype=np.int64)

@@ -1,6 +1,6 @@
 """Evaluation of a checkpoint against the baselines: the same replays, table,
 ``summary.json`` and plot as ``rl-scheduler simulate``, with the learned policy
-(profile ``gnn``) built from the given checkpoint."""
+(profile ``gnn``) built from the given checkpoint (``learned_profile``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from scheduler.policy.checkpoint import MANIFEST_FILE, read_manifest
+from scheduler.framework.profile import Profile
+from scheduler.plugins.registry import ProfileContext, register_profile
+from scheduler.policy.config import PER_NODE_KINDS
+from scheduler.policy.plugin import gnn_profile
+from scheduler.policy.weights import MANIFEST_FILE, default_checkpoint_path, read_config, read_manifest
 from scheduler.sim import report
 from scheduler.sim.replay import ReplaySpec
 from scheduler.sim.sweep import RunResult, run_sweep, run_synthetic_spec, run_trace
@@ -19,18 +23,35 @@ LEARNED = "gnn"
 
 
 def run_policy_trace(spec: ReplaySpec, progress: Callable[[int, int], None] | None = None) -> RunResult:
-    """``run_trace`` in a worker that also knows the training teacher's profile."""
-    import scheduler.learn.teacher  # noqa: F401, PLC0415 - registers fgd-reserve in this process
-
+    """``run_trace`` in a worker that also knows the training teacher's profile and
+    serves every checkpoint kind as ``gnn``."""
+    _register_training_profiles()
     return run_trace(spec, progress)
 
 
 def run_policy_synthetic(
     spec: SyntheticSpec, progress: Callable[[int, int], None] | None = None
 ) -> SyntheticResult:
+    _register_training_profiles()
+    return run_synthetic_spec(spec, progress)
+
+
+def learned_profile(ctx: ProfileContext) -> Profile:
+    """The ``gnn`` profile for a checkpoint of any kind: a per-node one (``gnn``,
+    ``mlp``) exactly as the live scheduler builds it, in numpy; a fixed-action seed
+    design, which the live scheduler refuses, in torch."""
+    folder, manifest = read_manifest(ctx.checkpoint or default_checkpoint_path())
+    if read_config(folder, manifest).kind in PER_NODE_KINDS:
+        return gnn_profile(ctx, folder)
+    from scheduler.learn.torch_score import torch_profile  # noqa: PLC0415 - torch for seed designs only
+
+    return torch_profile(ctx, folder)
+
+
+def _register_training_profiles() -> None:
     import scheduler.learn.teacher  # noqa: F401, PLC0415 - registers fgd-reserve in this process
 
-    return run_synthetic_spec(spec, progress)
+    register_profile(LEARNED, learned_profile)
 
 
 def trace_specs(

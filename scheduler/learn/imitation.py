@@ -29,8 +29,9 @@ from scheduler.learn.options import ImitationArgs
 from scheduler.learn.teacher import ReserveScore
 from scheduler.plugins.registry import ProfileContext, default_filters, register_profile
 from scheduler.policy.checkpoint import Manifest, save_checkpoint
+from scheduler.policy.config import ScorerConfig
 from scheduler.policy.graph import GraphBuilder
-from scheduler.policy.model import NodeScorer, ScorerConfig
+from scheduler.policy.model import NodeScorer
 from scheduler.sim.synthetic import SyntheticSpec, run_synthetic
 from scheduler.state.cluster_state import IntArray
 

@@ -28,7 +28,8 @@ from tqdm import tqdm
 from scheduler.learn.env import SchedulingEnv
 from scheduler.learn.options import PpoArgs
 from scheduler.policy.checkpoint import Manifest, load_checkpoint, save_checkpoint
-from scheduler.policy.model import SCORER_KINDS, NodeScorer, ScorerConfig
+from scheduler.policy.config import SCORER_KINDS, ScorerConfig
+from scheduler.policy.model import NodeScorer
 
 
 @dataclass

@@ -35,8 +35,8 @@ from scheduler.framework.plugin import CycleContext
 from scheduler.framework.profile import Profile, WeightedScore
 from scheduler.objects.pod import Pod
 from scheduler.plugins.registry import ProfileContext, default_filters, register_profile
+from scheduler.policy.config import RESERVE_MAX, RESERVE_MIN
 from scheduler.policy.graph import GraphBuilder
-from scheduler.policy.model import RESERVE_MAX, RESERVE_MIN
 from scheduler.policy.scoring import integer_scores
 from scheduler.state.cluster_state import ClusterState, IntArray
 from scheduler.state.fragmentation import TypicalPods, pod_shape

@@ -121,9 +121,9 @@ def rollback(args: argparse.Namespace) -> int:
 
 
 def submit_candidate(args: argparse.Namespace) -> int:
-    from scheduler.policy.checkpoint import read_manifest  # noqa: PLC0415
+    from scheduler.policy.weights import load_weights  # noqa: PLC0415
 
-    folder, _ = read_manifest(args.checkpoint)  # refuse what the trainer would refuse
+    folder = load_weights(args.checkpoint).path  # refuse what the trainer and the scheduler would refuse
     inbox = args.shared_dir / "candidates"
     inbox.mkdir(parents=True, exist_ok=True)
     staging = inbox / f".{folder.name}-{time.time_ns()}"

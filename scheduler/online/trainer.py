@@ -35,6 +35,7 @@ from scheduler.online.tuning import TuningArgs, fine_tune
 from scheduler.online.twin import Shape, make_episode, shapes_from_records
 from scheduler.policy.checkpoint import Manifest, load_checkpoint, save_checkpoint
 from scheduler.policy.model import NodeScorer
+from scheduler.policy.weights import load_weights
 
 log = logging.getLogger("rl-scheduler.trainer")
 
@@ -245,6 +246,7 @@ class Trainer:
     def gate_submitted(self, folder: Path, seed: int) -> Verdict | None:
         nodes = self.list_nodes()
         try:
+            load_weights(folder)  # as the scheduler loads it: refuses the kinds it cannot serve
             candidate = load_checkpoint(folder).model
         except SchedulerInputError as error:
             log.warning("submitted candidate %s refused: %s", folder.name, error)

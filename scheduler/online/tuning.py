@@ -17,8 +17,7 @@ import numpy as np
 from scheduler.learn.es import Adam, centered_ranks, get_vector, scales, set_vector
 from scheduler.learn.options import EsArgs
 from scheduler.online.twin import TwinEpisode, play
-from scheduler.policy.inference import NumpyScorer
-from scheduler.policy.model import NodeScorer
+from scheduler.policy.model import NodeScorer, numpy_scorer
 from scheduler.policy.plugin import GnnScore, model_profile
 from scheduler.state.cluster_state import ClusterState
 
@@ -47,19 +46,15 @@ class TuningResult:
 
 def fitness(model: NodeScorer, episodes: Sequence[TwinEpisode]) -> float:
     """Mean twin fitness of ``model`` over ``episodes``."""
-    scorer = NumpyScorer(model)
-    values = [
-        play(e, model_profile(GnnScore(model, e.typical, scorer)), seed=i) for i, e in enumerate(episodes)
-    ]
+    scorer = numpy_scorer(model)
+    values = [play(e, model_profile(GnnScore(scorer, e.typical)), seed=i) for i, e in enumerate(episodes)]
     return float(np.mean(values))
 
 
 def hidden_activation_std(model: NodeScorer, episode: TwinEpisode) -> float:
     """Std of the head's hidden units on the episode's first pods (the scale of the last
     layer's perturbations), as ``scheduler.learn.es`` measures it on a trace."""
-    plugin = GnnScore(model, episode.typical, NumpyScorer(model))
-    if plugin.cached is None:
-        return 1.0
+    plugin = GnnScore(numpy_scorer(model), episode.typical)
     state = ClusterState(episode.nodes)
     nodes = np.arange(len(state), dtype=np.int64)
     plugin.cached.refresh(state)

@@ -1,5 +1,6 @@
 """Fast inference for the per-node scorers (``gnn``, ``mlp``): the torch model's
-weights run in numpy, with everything cached between decisions.
+weights run in numpy, with everything cached between decisions. Nothing here
+imports torch: the live scheduler runs its policy with numpy alone.
 
 Scoring one pod live must take about a millisecond on a small machine, where torch's
 per-call overhead alone is larger. The arithmetic here is the torch model's,
@@ -19,26 +20,26 @@ Caches, all keyed on ``ClusterState.node_version``:
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import cast
 
 import numpy as np
 import numpy.typing as npt
-import torch
-from torch import nn
 
 from scheduler.objects.pod import Pod
-from scheduler.policy.graph import GraphBuilder
-from scheduler.policy.model import (
+from scheduler.policy.config import (
     CPU_LEFT_AFTER,
     CPU_PRESSURE,
+    GAT_NEGATIVE_SLOPE,
     IDLE_GPUS_AFTER,
     IS_CPU_ONLY,
     IS_SHARE,
+    PER_NODE_KINDS,
     PRESSURE_PIVOT,
     PRIOR_POINTS,
-    NodeScorer,
+    ScorerConfig,
 )
+from scheduler.policy.graph import GraphBuilder
 from scheduler.state.cluster_state import ClusterState, IntArray
 
 FloatArray = npt.NDArray[np.float32]
@@ -46,41 +47,43 @@ PodKey = tuple[int, int, int, int, tuple[str, ...]]
 _MAX_POD_KEYS = 256
 
 
-def _array(tensor: torch.Tensor) -> FloatArray:
-    return tensor.detach().to(torch.float32).numpy().copy()
-
-
 class NumpyScorer:
-    """A per-node ``NodeScorer``'s weights as numpy arrays."""
+    """A per-node scorer (``gnn``, ``mlp``) from its weights as numpy arrays, named as
+    the torch model's ``state_dict`` (``weights.load_weights`` reads them from a
+    checkpoint; ``model.numpy_scorer`` converts a torch model's). Linear layers are
+    kept transposed, ``x @ w + b``."""
 
-    def __init__(self, model: NodeScorer) -> None:
-        config = model.config
-        if config.kind not in ("gnn", "mlp"):
+    def __init__(self, config: ScorerConfig, arrays: Mapping[str, FloatArray]) -> None:
+        if config.kind not in PER_NODE_KINDS:
             raise ValueError(f"numpy inference supports per-node scorers, not {config.kind!r}")
         self.config = config
-        encoder = cast(nn.Linear, model.encoder[0])
-        self.enc_w, self.enc_b = _array(encoder.weight).T.copy(), _array(encoder.bias)
-        self.has_conv = model.conv is not None
-        if model.conv is not None:
-            conv = model.conv
-            self.heads, self.channels = conv.heads, conv.out_channels
-            self.lin_l_w, self.lin_l_b = _array(conv.lin_l.weight).T.copy(), _array(conv.lin_l.bias)
-            self.lin_r_w, self.lin_r_b = _array(conv.lin_r.weight).T.copy(), _array(conv.lin_r.bias)
-            self.att = _array(conv.att).reshape(self.heads, self.channels)
-            self.conv_bias = _array(conv.bias)
-            self.slope = float(conv.negative_slope)
-        first, last = cast(nn.Linear, model.head[0]), cast(nn.Linear, model.head[2])
-        self.head_w1, self.head_b1 = _array(first.weight).T.copy(), _array(first.bias)
-        self.head_w2, self.head_b2 = _array(last.weight).T.copy(), _array(last.bias)
+
+        def weight(name: str) -> FloatArray:
+            return np.asarray(arrays[name], dtype=np.float32).T.copy()
+
+        def vector(name: str) -> FloatArray:
+            return np.array(arrays[name], dtype=np.float32)
+
+        self.enc_w, self.enc_b = weight("encoder.0.weight"), vector("encoder.0.bias")
+        self.has_conv = config.kind == "gnn"
+        if self.has_conv:
+            self.heads, self.channels = config.heads, config.hidden
+            self.lin_l_w, self.lin_l_b = weight("conv.lin_l.weight"), vector("conv.lin_l.bias")
+            self.lin_r_w, self.lin_r_b = weight("conv.lin_r.weight"), vector("conv.lin_r.bias")
+            self.att = vector("conv.att").reshape(self.heads, self.channels)
+            self.conv_bias = vector("conv.bias")
+            self.slope = GAT_NEGATIVE_SLOPE
+        self.head_w1, self.head_b1 = weight("head.0.weight"), vector("head.0.bias")
+        self.head_w2, self.head_b2 = weight("head.2.weight"), vector("head.2.bias")
         self.hidden = config.hidden
         self.prior = np.float32(PRIOR_POINTS * config.prior_weight)
         self.reserve: FloatArray | None = None
         self.reserve_weight = np.float32(0.0)
         self.reserve_bounds = (np.float32(0.0), np.float32(np.inf))
-        if model.reserve is not None:
-            self.reserve = _array(model.reserve.reserve)
-            self.reserve_weight = np.float32(float(model.reserve.weight.detach()))
-            self.reserve_bounds = (np.float32(model.reserve.low), np.float32(model.reserve.high))
+        if config.reserve_term:
+            self.reserve = vector("reserve.reserve")
+            self.reserve_weight = np.float32(float(arrays["reserve.weight"]))
+            self.reserve_bounds = (np.float32(config.reserve_min), np.float32(config.reserve_max))
 
     def encode(self, node_x: FloatArray) -> FloatArray:
         out: FloatArray = np.maximum(node_x @ self.enc_w + self.enc_b, 0.0)

@@ -1,4 +1,6 @@
-"""Node scorers in torch-geometric.
+"""Node scorers in torch-geometric, for training. The live scheduler runs the per-node
+kinds (``gnn``, ``mlp``) in numpy (``inference``) from the same weights; their config
+and the constants both share are in ``config``, which does not import torch.
 
 The policy scores every feasible node and takes the best; the number of nodes is free.
 
@@ -32,9 +34,10 @@ value head (actor-critic); a DQN reads the logits as Q-values.
 from __future__ import annotations
 
 import warnings
-from dataclasses import asdict, dataclass, fields
-from typing import Any, Literal, cast
+from typing import cast
 
+import numpy as np
+import numpy.typing as npt
 import torch
 from torch import Tensor, nn
 
@@ -43,68 +46,20 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", FutureWarning)
     from torch_geometric.nn import GATv2Conv
 
-from scheduler.policy.graph import NODE_FEATURES, PAIR_FEATURES, POD_FEATURES
-
-ScorerKind = Literal["gnn", "mlp", "flat-mlp", "pooled-gnn"]
-SCORER_KINDS: tuple[ScorerKind, ...] = ("gnn", "mlp", "flat-mlp", "pooled-gnn")
-PRIOR_POINTS = 100.0  # pair feature 0 is FGD's score / 100
-RESERVE_MIN, RESERVE_MAX = 4.0, 9.0  # cores per idle GPU, as the teacher's rule is clipped
-
-
-@dataclass(frozen=True)
-class ScorerConfig:
-    """Everything needed to rebuild a scorer (stored in the checkpoint manifest)."""
-
-    kind: ScorerKind = "gnn"
-    hidden: int = 32
-    heads: int = 2
-    head_hidden: int = 64
-    prior_weight: float = 1.0
-    reserve_term: bool = True
-    # The reserve (cores per idle GPU) is kept within these bounds, the teacher's: a
-    # linear rule fitted on two workloads must not extrapolate to others (unclamped,
-    # it asked 11 cores per GPU on openb cpu0, where 9 beats FGD and 12 loses to it).
-    reserve_min: float = RESERVE_MIN
-    reserve_max: float = RESERVE_MAX
-    score_step: float = 0.5
-    value_head: bool = False
-    max_nodes: int = 0  # fixed action list of flat-mlp / pooled-gnn
-    node_features: int = len(NODE_FEATURES)
-    pair_features: int = len(PAIR_FEATURES)
-    pod_features: int = len(POD_FEATURES)
-
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.reserve_min <= self.reserve_max:
-            raise ValueError(
-                f"reserve_min {self.reserve_min} and reserve_max {self.reserve_max} "
-                "need 0 <= reserve_min <= reserve_max"
-            )
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ScorerConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown field(s) {', '.join(unknown)}")
-        config = cls(**data)
-        if config.kind not in SCORER_KINDS:
-            raise ValueError(f"kind {config.kind!r} is not one of {', '.join(SCORER_KINDS)}")
-        if config.kind in ("flat-mlp", "pooled-gnn") and config.max_nodes <= 0:
-            raise ValueError(f"kind {config.kind!r} needs max_nodes > 0")
-        return config
-
-
-CPU_LEFT_AFTER = PAIR_FEATURES.index("cpu_left_after")  # / 128 cores
-IDLE_GPUS_AFTER = PAIR_FEATURES.index("idle_gpus_after")  # / 8 GPUs
-IS_SHARE = POD_FEATURES.index("is_share")
-IS_CPU_ONLY = POD_FEATURES.index("is_cpu_only")
-CPU_PRESSURE = POD_FEATURES.index("cpu_pressure")
-PRESSURE_PIVOT = 0.832  # the default openb trace's CPU pressure
-RESERVE_INIT = (8.0, 0.0, 0.0, 0.0, 0.0)  # base, pressure slope, share, whole-GPU, CPU-only offsets
-RESERVE_WEIGHT_INIT = 0.0
+from scheduler.policy.config import (
+    CPU_LEFT_AFTER,
+    CPU_PRESSURE,
+    GAT_NEGATIVE_SLOPE,
+    IDLE_GPUS_AFTER,
+    IS_CPU_ONLY,
+    IS_SHARE,
+    PRESSURE_PIVOT,
+    PRIOR_POINTS,
+    RESERVE_INIT,
+    RESERVE_WEIGHT_INIT,
+    ScorerConfig,
+)
+from scheduler.policy.inference import NumpyScorer
 
 
 class ReserveTerm(nn.Module):
@@ -153,7 +108,14 @@ class NodeScorer(nn.Module):
         self.encoder = nn.Sequential(nn.Linear(config.node_features, hidden), nn.ReLU())
         self.conv: GATv2Conv | None = None
         if config.kind in ("gnn", "pooled-gnn"):
-            self.conv = GATv2Conv(hidden, hidden, heads=config.heads, concat=False, add_self_loops=True)
+            self.conv = GATv2Conv(
+                hidden,
+                hidden,
+                heads=config.heads,
+                concat=False,
+                negative_slope=GAT_NEGATIVE_SLOPE,
+                add_self_loops=True,
+            )
         if config.kind in ("gnn", "mlp"):
             width = hidden + config.pair_features + config.pod_features
             self.head = _mlp(width, config.head_hidden, 1)
@@ -239,3 +201,16 @@ def best_candidate(logits: Tensor, step: float) -> int:
     """Position of the chosen candidate: the highest quantised logit, first on ties."""
     values = quantize(logits, step)
     return int(torch.nonzero(values == values.max())[0, 0])
+
+
+def state_arrays(model: NodeScorer) -> dict[str, npt.NDArray[np.float32]]:
+    """The model's ``state_dict`` as float32 numpy arrays (copies), as
+    ``weights.load_weights`` reads them from a checkpoint."""
+    return {
+        name: tensor.detach().to(torch.float32).numpy().copy() for name, tensor in model.state_dict().items()
+    }
+
+
+def numpy_scorer(model: NodeScorer) -> NumpyScorer:
+    """A per-node model's current weights in numpy, for fast episodes in training."""
+    return NumpyScorer(model.config, state_arrays(model))

@@ -17,8 +17,9 @@ from scheduler.policy.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
+from scheduler.policy.config import ScorerConfig
 from scheduler.policy.graph import FEATURE_SCHEMA_VERSION
-from scheduler.policy.model import NodeScorer, ScorerConfig
+from scheduler.policy.model import NodeScorer
 
 
 def trained_scorer(seed: int = 0) -> NodeScorer:

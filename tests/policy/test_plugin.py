@@ -14,9 +14,10 @@ from scheduler.objects.node_manifest import node_from_manifest
 from scheduler.objects.pod_manifest import pod_from_manifest
 from scheduler.plugins.registry import ProfileContext, build_profile, default_filters
 from scheduler.policy.checkpoint import CheckpointError, save_checkpoint
+from scheduler.policy.config import ScorerConfig
 from scheduler.policy.graph import GraphBuilder, feasible_nodes
-from scheduler.policy.inference import CachedScorer, NumpyScorer
-from scheduler.policy.model import NodeScorer, ScorerConfig
+from scheduler.policy.inference import CachedScorer
+from scheduler.policy.model import NodeScorer, numpy_scorer
 from scheduler.policy.plugin import GnnScore
 from scheduler.policy.scoring import integer_scores
 from scheduler.sim.replay import trace_typical_pods
@@ -73,7 +74,7 @@ def test_replayed_and_live_states_give_identical_scores(tmp_path: Path) -> None:
     typical = trace_typical_pods(pods)
     model = random_scorer()
     replayed = ClusterState(nodes)
-    offline = GnnScore(model, typical)
+    offline = GnnScore(numpy_scorer(model), typical)
     profile = build_profile("best-fit", ProfileContext())
     rng = np.random.default_rng(0)
     for pod in pods[:-1]:
@@ -96,7 +97,7 @@ def test_replayed_and_live_states_give_identical_scores(tmp_path: Path) -> None:
     assert candidates.size > 1
     assert np.array_equal(candidates, feasible_nodes(replayed, last, default_filters()))
     offline_scores = offline.logits(replayed, last, candidates)
-    live_scores = GnnScore(model, typical).logits(live, last, candidates)
+    live_scores = GnnScore(numpy_scorer(model), typical).logits(live, last, candidates)
     np.testing.assert_allclose(offline_scores, live_scores, rtol=0, atol=1e-4)
     assert int(np.argmax(offline_scores)) == int(np.argmax(live_scores))
 
@@ -116,7 +117,7 @@ def test_numpy_inference_matches_the_torch_model(tmp_path: Path) -> None:
     model = random_scorer(5)
     state = ClusterState(nodes)
     builder = GraphBuilder(trace_typical_pods(pods))
-    cached = CachedScorer(NumpyScorer(model), builder)
+    cached = CachedScorer(numpy_scorer(model), builder)
     rng = np.random.default_rng(1)
     checked = 0
     for pod in pods:

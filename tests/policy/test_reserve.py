@@ -5,16 +5,15 @@ import numpy as np
 import pytest
 import torch
 
-from scheduler.policy.graph import PAIR_FEATURES, POD_FEATURES
-from scheduler.policy.inference import NumpyScorer
-from scheduler.policy.model import (
+from scheduler.policy.config import (
     CPU_LEFT_AFTER,
     CPU_PRESSURE,
     IDLE_GPUS_AFTER,
     PRESSURE_PIVOT,
-    NodeScorer,
     ScorerConfig,
 )
+from scheduler.policy.graph import PAIR_FEATURES, POD_FEATURES
+from scheduler.policy.model import NodeScorer, numpy_scorer
 
 
 @pytest.mark.parametrize(
@@ -39,7 +38,7 @@ def test_the_reserve_is_clamped(base: float, slope: float, pressure: float, expe
     pod[CPU_PRESSURE] = pressure
     with torch.no_grad():
         slow = float(model.reserve(torch.from_numpy(pair), torch.from_numpy(pod))[0])
-    fast = float(NumpyScorer(model).reserve_penalty(pair, pod)[0])
+    fast = float(numpy_scorer(model).reserve_penalty(pair, pod)[0])
     assert slow == pytest.approx(-expected_reserve, abs=0.01)
     assert fast == pytest.approx(slow, abs=1e-4)
 
