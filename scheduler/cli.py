@@ -1,10 +1,18 @@
-"""``rl-scheduler``: one command, a subcommand per job."""
+"""``rl-scheduler``: one command, a subcommand per job.
+
+The scheduler's image installs the ``operator`` extra only (no torch, no matplotlib).
+A command that needs an extra this installation lacks says so in one line and exits 2,
+before it starts work (``needed_extras``), or when a module of an extra turns out to
+be missing on the way.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from scheduler import __version__
 from scheduler.errors import SchedulerInputError
@@ -12,6 +20,63 @@ from scheduler.k8s import cli as run_cli
 from scheduler.learn import cli as learn_cli
 from scheduler.online import cli as online_cli
 from scheduler.sim import cli as sim_cli
+
+
+@dataclass(frozen=True)
+class Extra:
+    """An optional dependency group of the package (``pyproject.toml``)."""
+
+    name: str
+    modules: tuple[str, ...]  # the top-level modules it installs
+    needs: str  # what a command that lacks it is told
+
+
+LEARN = Extra(
+    "learn",
+    ("torch", "torch_geometric", "tensorboard", "gymnasium"),
+    "the training extras (torch, torch-geometric); this installation has only the scheduler's. "
+    "Use the trainer image or pip install 'rl-scheduler[learn]'",
+)
+PLOTS = Extra("plots", ("matplotlib",), "matplotlib for its plots; pip install 'rl-scheduler[plots]'")
+OPERATOR = Extra(
+    "operator",
+    ("kopf", "kubernetes", "prometheus_client", "aiohttp", "safetensors"),
+    "the scheduler's extras (kopf, kubernetes, safetensors); pip install 'rl-scheduler[operator]'",
+)
+EXTRAS = (LEARN, PLOTS, OPERATOR)
+
+
+def needed_extras(args: argparse.Namespace) -> list[Extra]:
+    """The extras a parsed command line needs; plots only where a plot is drawn."""
+    plots = [] if getattr(args, "synthetic", False) else [PLOTS]
+    return {
+        "run": [OPERATOR],
+        "trainer": [LEARN, OPERATOR],
+        "train": [LEARN],
+        "evaluate": [LEARN, *plots],
+        "simulate": plots,
+    }.get(args.command, [])
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def missing_extra(args: argparse.Namespace) -> Extra | None:
+    """The first extra the command needs that is not installed."""
+    for extra in needed_extras(args):
+        if not all(_installed(module) for module in extra.modules):
+            return extra
+    return None
+
+
+def extra_of(module: str | None) -> Extra | None:
+    """The extra that installs ``module`` (``torch.nn`` -> learn), if any."""
+    top = (module or "").partition(".")[0]
+    return next((extra for extra in EXTRAS if top in extra.modules), None)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,10 +94,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    lacking = missing_extra(args)
+    if lacking is not None:
+        print(f"rl-scheduler {args.command}: needs {lacking.needs}", file=sys.stderr)
+        return 2
     try:
         code: int = args.handler(args)
     except SchedulerInputError as error:
         print(f"rl-scheduler: error: {error}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as error:
+        extra = extra_of(error.name)
+        if extra is None:
+            raise
+        print(f"rl-scheduler {args.command}: needs {extra.needs}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
