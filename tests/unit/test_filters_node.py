@@ -16,6 +16,13 @@ from scheduler.plugins.filters.taint_toleration import TaintToleration
 from scheduler.plugins.filters.unsupported import Unsupported
 from tests.builders import make_node, make_pod, make_state, pod_manifest, verdicts
 
+NO_VOLUME_BINDING = "rl-scheduler does not bind volumes yet; use the default scheduler for this pod"
+
+
+def with_volumes(name: str, *volumes: dict[str, Any]) -> Any:
+    manifest = pod_manifest(name)
+    return pod_from_manifest({**manifest, "spec": {**manifest["spec"], "volumes": list(volumes)}})
+
 
 def expect(**reasons: str | tuple[str, ...]) -> dict[str, tuple[str, ...]]:
     """``n1=""`` fits, ``n1="reason"`` one reason, ``n1=("a", "b")`` several."""
@@ -382,6 +389,68 @@ CASES = [
         [],
         expect(n1="waiting for scheduling gates: [example.com/wait]"),
         id="unsupported: scheduling gates",
+    ),
+    pytest.param(
+        Unsupported(),
+        with_volumes("db-0", {"name": "data", "persistentVolumeClaim": {"claimName": "data-db-0"}}),
+        [make_node("n1"), make_node("n2")],
+        [],
+        expect(
+            n1=f'pod has PersistentVolumeClaim volume "data" (claim "data-db-0"): {NO_VOLUME_BINDING}',
+            n2=f'pod has PersistentVolumeClaim volume "data" (claim "data-db-0"): {NO_VOLUME_BINDING}',
+        ),
+        id="unsupported: a PersistentVolumeClaim volume, on every node",
+    ),
+    pytest.param(
+        Unsupported(),
+        with_volumes(
+            "scratch-7f",
+            {
+                "name": "scratch",
+                "ephemeral": {"volumeClaimTemplate": {"spec": {"accessModes": ["ReadWriteOnce"]}}},
+            },
+        ),
+        [make_node("n1")],
+        [],
+        expect(n1=f'pod has ephemeral volume "scratch" (claim "scratch-7f-scratch"): {NO_VOLUME_BINDING}'),
+        id="unsupported: a generic ephemeral volume (its claim is <pod>-<volume>)",
+    ),
+    pytest.param(
+        Unsupported(),
+        with_volumes(
+            "two",
+            {"name": "a", "persistentVolumeClaim": {"claimName": "claim-a", "readOnly": True}},
+            {"name": "cache", "emptyDir": {}},
+            {"name": "b", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}},
+        ),
+        [make_node("n1")],
+        [],
+        expect(
+            n1=(
+                f'pod has PersistentVolumeClaim volume "a" (claim "claim-a"): {NO_VOLUME_BINDING}',
+                f'pod has ephemeral volume "b" (claim "two-b"): {NO_VOLUME_BINDING}',
+            )
+        ),
+        id="unsupported: one reason per claim; the emptyDir beside them is fine",
+    ),
+    pytest.param(
+        Unsupported(),
+        with_volumes(
+            "kubelet-only",
+            {"name": "tmp", "emptyDir": {"medium": "Memory"}},
+            {"name": "conf", "configMap": {"name": "app"}},
+            {"name": "creds", "secret": {"secretName": "app"}},
+            {"name": "logs", "hostPath": {"path": "/var/log"}},
+            {"name": "token", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}},
+            {"name": "info", "downwardAPI": {"items": []}},
+            {"name": "inline", "csi": {"driver": "secrets-store.csi.k8s.io"}},
+            {"name": "share", "nfs": {"server": "nfs.example", "path": "/export"}},
+            {"name": "image", "image": {"reference": "example.com/data:1"}},
+        ),
+        [make_node("n1")],
+        [],
+        expect(n1=""),
+        id="unsupported: volumes the kubelet mounts without a scheduler's decision are allowed",
     ),
 ]
 

@@ -157,6 +157,11 @@ def test_scoring_requests_default_missing_values(manifest: dict[str, Any], cpu: 
             r"spec.topologySpreadConstraints\[0\].maxSkew: must be at least 1",
             id="zero skew",
         ),
+        pytest.param(
+            pod([container()], volumes=[{"name": "data", "persistentVolumeClaim": "data-0"}]),
+            r"pod ns/p: spec.volumes\[0\].persistentVolumeClaim: expected an object, got str",
+            id="a claim volume written as a string",
+        ),
     ],
 )
 def test_bad_pods_name_the_pod_and_the_field(manifest: dict[str, Any], message: str) -> None:
