@@ -20,7 +20,10 @@ def register(commands: Any) -> None:
     parser.add_argument("--kubeconfig", type=Path, help="kubeconfig; in-cluster credentials when unset")
     parser.add_argument("--scheduler-name", help="the schedulerName pods use to opt in [rl-scheduler]")
     parser.add_argument("--profile", help="score profile: gnn, fgd, best-fit, default, ... [gnn]")
-    parser.add_argument("--checkpoint", type=Path, help="learned policy checkpoint or folder of versions")
+    parser.add_argument("--checkpoint", type=Path, help="fixed learned policy checkpoint folder [shipped]")
+    parser.add_argument(
+        "--policy-store", type=Path, help="folder of policy versions the trainer publishes (its current one)"
+    )
     parser.add_argument("--metrics-address", help="host:port for /metrics, /healthz, /readyz [0.0.0.0:10260]")
     parser.add_argument("--qps", type=float, help="API requests per second [50]")
     parser.add_argument("--burst", type=int, help="API request burst [100]")
@@ -38,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
         "scheduler_name": args.scheduler_name,
         "profile": args.profile,
         "checkpoint": args.checkpoint,
+        "policy_store": args.policy_store,
         "metrics_address": args.metrics_address,
     }
     settings = load_settings(args.config, **overrides)

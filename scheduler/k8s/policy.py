@@ -1,11 +1,14 @@
 """Which profile scores pods, and keeping it current.
 
-The configured profile (the learned ``gnn`` policy by default) is loaded from its
-checkpoint; if that is missing, corrupt or of another feature schema, the heuristic
-fallback profile schedules instead, a log line and ``rl_scheduler_policy_load_failures_total``
-say why. A newer checkpoint (a newer version folder, or a rewritten manifest) is
-loaded in the background and swapped in between two decisions, without a restart.
-Loading reads safetensors and JSON only; it never runs code from the file.
+The configured profile (the learned ``gnn`` policy by default) is loaded from the
+current version of the policy store the trainer publishes to (``policy_store``); while
+that store is missing or holds no version yet (a fresh install), from ``checkpoint``,
+or the checkpoint shipped in the package when that is unset. If the checkpoint to load
+is missing, corrupt or of another feature schema, the heuristic fallback profile
+schedules instead, a log line and ``rl_scheduler_policy_load_failures_total`` say why.
+A newer checkpoint (a newly published version, or a rewritten manifest) is loaded in
+the background and swapped in between two decisions, without a restart. Loading
+reads safetensors and JSON only; it never runs code from the file.
 
 FGD-style scores measure fragmentation against the typical workload: it starts as the
 mix of an openb trace and then follows the recent pod arrivals of this cluster.
@@ -36,18 +39,55 @@ from scheduler.state.fragmentation import PodShape, TypicalPods, pod_shape, typi
 log = logging.getLogger(__name__)
 
 
-def checkpoint_fingerprint(path: Path | None) -> tuple[str, float] | None:
-    """Identifies the checkpoint to load: a folder with ``manifest.json``, or the
-    ``current`` version of a policy store the trainer publishes to."""
-    if path is None or not path.is_dir():
-        return None
-    chosen = path if (path / "manifest.json").is_file() else PolicyStore(path).current_path()
-    if chosen is None:
-        return None
+MANIFEST = "manifest.json"
+SHIPPED = "shipped"
+
+
+@dataclass(frozen=True)
+class CheckpointChoice:
+    """The checkpoint to load: a folder, or None for the one shipped in the package."""
+
+    path: Path | None
+    version: str  # vN of a policy store, a fixed checkpoint's folder name, or "shipped"
+    modified: float = 0.0  # its manifest's mtime: a rewritten manifest is a new checkpoint
+    waiting_for: Path | None = None  # the policy store that has no version yet
+
+    @property
+    def fingerprint(self) -> tuple[str, float]:
+        return str(self.path or SHIPPED), self.modified
+
+
+def _published(store: Path) -> Path | None:
+    """The folder of a store's current version; None while it holds none."""
+    return PolicyStore(store).current_path() if store.is_dir() else None
+
+
+def _modified(folder: Path) -> float:
     try:
-        return str(chosen), (chosen / "manifest.json").stat().st_mtime
+        return (folder / MANIFEST).stat().st_mtime
     except OSError:
-        return str(chosen), 0.0
+        return 0.0
+
+
+def choose_checkpoint(policy_store: Path | None, checkpoint: Path | None) -> CheckpointChoice:
+    """The store's current version; else ``checkpoint``; else the shipped one. A
+    ``checkpoint`` that names a store folder (one without a manifest) is read as a
+    store, as it was before ``policy_store`` existed: its current version, or the
+    shipped checkpoint while the folder is empty."""
+    if policy_store is not None:
+        published = _published(policy_store)
+        if published is not None:
+            return CheckpointChoice(published, published.name, _modified(published))
+    waiting_for = policy_store
+    if checkpoint is not None and checkpoint.is_dir() and not (checkpoint / MANIFEST).is_file():
+        published = _published(checkpoint)
+        if published is not None:
+            return CheckpointChoice(published, published.name, _modified(published))
+        if not any(checkpoint.iterdir()):
+            return CheckpointChoice(None, SHIPPED, waiting_for=checkpoint)
+    if checkpoint is not None:
+        return CheckpointChoice(checkpoint, checkpoint.name, _modified(checkpoint), waiting_for)
+    return CheckpointChoice(None, SHIPPED, waiting_for=waiting_for)
 
 
 def failure_reason(field: str) -> str:
@@ -134,20 +174,19 @@ class PolicyManager:
             )
             self._publish()
             return
-        fingerprint = checkpoint_fingerprint(self.settings.checkpoint)
-        self._fingerprint = fingerprint
-        checkpoint = Path(fingerprint[0]) if fingerprint else self.settings.checkpoint
-        if (
-            fingerprint is None
-            and checkpoint is not None
-            and checkpoint.is_dir()
-            and not any(checkpoint.iterdir())
-        ):
-            # An empty policy store (nothing published yet): start from the shipped policy.
-            checkpoint = None
+        choice = choose_checkpoint(self.settings.policy_store, self.settings.checkpoint)
+        announce = choice.fingerprint != self._fingerprint
+        self._fingerprint = choice.fingerprint
+        if announce and choice.waiting_for is not None:
+            policy = f"the {self.settings.profile} policy in {choice.path}" if choice.path else None
+            log.info(
+                "policy store %s has no version yet: scheduling with %s until the trainer publishes one",
+                choice.waiting_for,
+                policy or f"the shipped {self.settings.profile} policy",
+            )
         try:
             importlib.import_module("scheduler.policy")  # registers the learned profiles
-            profile = build_profile(self.settings.profile, self._context(checkpoint))
+            profile = build_profile(self.settings.profile, self._context(choice.path))
         except ImportError as error:
             self.metrics.policy_load_failures.labels("unavailable").inc()
             log.error(
@@ -159,10 +198,9 @@ class PolicyManager:
             log.error("policy not loaded, %s schedules instead: %s", self.settings.fallback_profile, error)
             self.active = self._fallback(str(error))
         else:
-            # A store's version folder names the version; the packaged checkpoint is "shipped".
-            version = Path(fingerprint[0]).name if fingerprint else "shipped"
-            self.active = ActiveProfile(profile, "policy", version)
-            log.info("scheduling with %s policy %s", profile.name, self.active.version)
+            self.active = ActiveProfile(profile, "policy", choice.version)
+            if announce:
+                log.info("scheduling with %s policy %s", profile.name, self.active.version)
         self._publish()
 
     def on_arrival(self, pod: Pod) -> None:
@@ -176,7 +214,9 @@ class PolicyManager:
             await asyncio.sleep(self.settings.policy_reload_s)
             if self.settings.profile not in LEARNED_PROFILES:
                 continue
-            fingerprint = await asyncio.to_thread(checkpoint_fingerprint, self.settings.checkpoint)
-            if fingerprint != self._fingerprint:
-                log.info("new policy checkpoint %s", fingerprint[0] if fingerprint else None)
+            choice = await asyncio.to_thread(
+                choose_checkpoint, self.settings.policy_store, self.settings.checkpoint
+            )
+            if choice.fingerprint != self._fingerprint:
+                log.info("new policy checkpoint %s", choice.path or SHIPPED)
                 await asyncio.to_thread(self.load)

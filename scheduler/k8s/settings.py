@@ -4,11 +4,18 @@ environment variables (the environment wins), validated at start.
     scheduler_name: rl-scheduler
     profile: gnn                  # or fgd, best-fit, default, ...
     fallback_profile: fgd         # used while the learned policy cannot be loaded
-    checkpoint: /var/lib/rl-scheduler/policies   # a checkpoint or a folder of versions
+    policy_store: /var/lib/rl-scheduler/policies  # versions the trainer publishes (current)
+    checkpoint: /models/gnn       # a fixed checkpoint; the shipped one when unset
     weights: {LeastAllocated: 2}  # score weights by plugin (kube profiles; preferences in all)
     client: {qps: 50, burst: 100}
     metrics_address: 0.0.0.0:10260
     leader_election: {enabled: true, namespace: kube-system}
+
+The learned policy comes from ``policy_store``'s ``current`` version once the trainer
+has published one; until then (the store missing or empty) from ``checkpoint``, or the
+checkpoint shipped in the package when that is unset. A ``checkpoint`` that is missing
+or bad makes the fallback profile schedule. (A ``checkpoint`` naming a store folder,
+as older settings did, is still read as a store.)
 
 Nested fields come from the environment as ``RL_SCHEDULER_CLIENT__QPS=5000``.
 """
@@ -78,7 +85,12 @@ class Settings(BaseSettings):
     fallback_profile: str = Field("fgd", description="heuristic used when the policy cannot be loaded")
     weights: dict[str, int] = Field(default_factory=dict, description="score plugin weights by plugin name")
     checkpoint: Path | None = Field(
-        None, description="policy checkpoint (or folder of versions); shipped one if unset"
+        None, description="fixed policy checkpoint folder; the shipped one if unset"
+    )
+    policy_store: Path | None = Field(
+        None,
+        description="folder of policy versions the trainer publishes; its current version "
+        "schedules once there is one, checkpoint (or the shipped policy) until then",
     )
     policy_reload_s: float = Field(30.0, gt=0, description="how often to look for a newer policy")
     resync_s: float = Field(

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,12 +21,27 @@ from scheduler.policy.checkpoint import default_checkpoint_path
 WORKLOAD = TypicalWorkload("default", 0)
 
 
-def manager(checkpoint: Path | None) -> tuple[PolicyManager, Metrics]:
+def manager(checkpoint: Path | None, policy_store: Path | None = None) -> tuple[PolicyManager, Metrics]:
     metrics = Metrics()
     settings = load_settings(
-        profile="gnn", fallback_profile="fgd", checkpoint=checkpoint, policy_reload_s=0.01
+        profile="gnn",
+        fallback_profile="fgd",
+        checkpoint=checkpoint,
+        policy_store=policy_store,
+        policy_reload_s=0.01,
     )
     return PolicyManager(settings, metrics, WORKLOAD), metrics
+
+
+def policy_info(metrics: Metrics) -> list[dict[str, str]]:
+    """The labels of ``rl_scheduler_policy_info``'s sample (there is one)."""
+    return [s.labels for s in metrics.policy_info.collect()[0].samples if s.value == 1]
+
+
+def publish(store: PolicyStore) -> str:
+    return store.publish(
+        lambda folder: shutil.copytree(default_checkpoint_path(), folder, dirs_exist_ok=True)
+    )
 
 
 def failures(metrics: Metrics) -> dict[str, float]:
@@ -111,3 +128,70 @@ async def reload_until(policy: PolicyManager, version: str) -> None:
         if policy.active.version == version:
             break
     watcher.cancel()
+
+
+# ---- policy_store: the versions the trainer publishes -------------------------------
+
+WAITING = "has no version yet: scheduling with the shipped gnn policy until the trainer publishes one"
+
+
+@pytest.mark.parametrize(
+    "prepare",
+    [
+        pytest.param(lambda _store: None, id="store missing (nothing published, volume fresh)"),
+        pytest.param(lambda store: store.mkdir(), id="store empty"),
+        pytest.param(
+            lambda store: (store.mkdir(), (store / ".v000001.tmp-7").mkdir()),
+            id="store with only a crashed publish's leftovers",
+        ),
+    ],
+)
+def test_a_policy_store_without_a_version_schedules_with_the_shipped_policy(
+    tmp_path: Path, prepare: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = tmp_path / "policies"
+    prepare(store)
+    with caplog.at_level(logging.INFO, logger="scheduler.k8s.policy"):
+        policy, metrics = manager(None, policy_store=store)
+    assert (policy.active.source, policy.active.profile.name, policy.active.version) == (
+        "policy",
+        "gnn",
+        "shipped",
+    )
+    assert failures(metrics) == {}
+    assert policy_info(metrics) == [{"profile": "gnn", "version": "shipped", "source": "policy"}]
+    assert f"policy store {store} {WAITING}" in caplog.messages
+
+
+def test_a_policy_store_with_a_version_schedules_with_its_current_version(tmp_path: Path) -> None:
+    store = PolicyStore(tmp_path / "policies")
+    publish(store)
+    publish(store)
+    store.rollback()
+    policy, metrics = manager(None, policy_store=store.root)
+    assert (policy.active.source, policy.active.version) == ("policy", "v000001")
+    assert policy_info(metrics) == [{"profile": "gnn", "version": "v000001", "source": "policy"}]
+    assert metrics.policy_version.collect()[0].samples[0].value == 1
+
+
+def test_the_first_version_published_into_a_missing_store_is_loaded_without_a_restart(tmp_path: Path) -> None:
+    store = PolicyStore(tmp_path / "policies")
+    policy, _ = manager(None, policy_store=store.root)
+    assert policy.active.version == "shipped"
+    publish(store)  # creates the folder, as the trainer does
+    asyncio.run(reload_until(policy, "v000001"))
+    assert (policy.active.source, policy.active.version) == ("policy", "v000001")
+
+
+def test_an_empty_store_with_a_checkpoint_set_schedules_with_that_checkpoint(tmp_path: Path) -> None:
+    fixed = tmp_path / "gnn-fixed"
+    shutil.copytree(default_checkpoint_path(), fixed)
+    policy, _ = manager(fixed, policy_store=tmp_path / "policies")
+    assert (policy.active.source, policy.active.version) == ("policy", "gnn-fixed")
+
+
+def test_a_missing_checkpoint_is_an_error_even_with_a_store_waiting(tmp_path: Path) -> None:
+    policy, metrics = manager(tmp_path / "absent", policy_store=tmp_path / "policies")
+    assert (policy.active.source, policy.active.profile.name) == ("fallback", "fgd")
+    assert "no such checkpoint folder" in policy.active.detail
+    assert failures(metrics) == {"missing": 1.0}
