@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import socket
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
@@ -194,9 +195,15 @@ class ResourceWatch:
             response.release_conn()
 
     def _close(self) -> None:
-        response = self._response
-        if response is not None:
+        """End the thread's read by shutting the socket down: the read returns at once
+        and the thread ends. (Closing the response from here waited for the reader's
+        buffer lock, i.e. for the next event or the watch's 300 s timeout, with the
+        event loop stalled: a SIGTERM took minutes.)"""
+        connection = getattr(self._response, "connection", None)
+        sock = getattr(connection, "sock", None)
+        if sock is not None:
             try:
-                response.close()
-            except Exception as error:  # closing on the way out; nothing left to protect
+                # socket.socket's own shutdown: SSLSocket's drops its TLS state under the reader.
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+            except OSError as error:  # already closed; nothing left to end
                 log.debug("closing the %s: %s", self.what, error)

@@ -3,11 +3,15 @@ exercised against a real API server in tests/e2e)."""
 
 import asyncio
 import json
+import socket
 import threading
+import time
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
+import urllib3
 
 from scheduler.k8s.api import KubeApi
 from scheduler.k8s.watch import LineDecoder, ResourceVersionGoneError, ResourceWatch
@@ -150,3 +154,56 @@ def test_a_failed_listing_is_retried_before_the_watch_resumes() -> None:
     assert watch.relists == 2
     assert watch.started_at[:2] == ["10", "30"]
     assert watch.delivered == [("ADDED", "a"), ("MODIFIED", "a")]
+
+
+class SilentWatchServer:
+    """Answers a watch with headers and then nothing for ``silent_s`` (an idle watch)."""
+
+    def __init__(self, silent_s: float) -> None:
+        self.silent_s = silent_s
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.requested = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        connection, _ = self.listener.accept()
+        with connection:
+            connection.recv(65536)
+            connection.sendall(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+            )
+            self.requested.set()
+            time.sleep(self.silent_s)
+
+    def lister(self, **options: Any) -> Any:
+        connect, read = options["_request_timeout"]
+        return urllib3.PoolManager().request(
+            "GET",
+            f"http://127.0.0.1:{self.port}/api/v1/pods?watch=1",
+            preload_content=False,
+            timeout=urllib3.Timeout(connect=connect, read=read),
+        )
+
+
+def test_stopping_an_idle_watch_does_not_wait_for_its_next_event() -> None:
+    """Cancelling the watch's task (at shutdown) ends the thread's blocked read at once;
+    it used to hold the event loop until the next event or the watch's timeout."""
+    server = SilentWatchServer(silent_s=5.0)
+    api = cast(KubeApi, SimpleNamespace(timeout=(1.0, 30.0)))
+    watch = ResourceWatch(api, "pod", server.lister, lambda *_: None, no_relist)
+
+    async def scenario() -> float:
+        task = asyncio.create_task(watch.run("1"))
+        await asyncio.to_thread(server.requested.wait, 5)
+        await asyncio.sleep(0.1)  # the thread is in its read
+        started = time.monotonic()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return time.monotonic() - started
+
+    assert asyncio.run(scenario()) < 1.0
+
+
+async def no_relist() -> str:
+    raise AssertionError("the watch does not list again")
