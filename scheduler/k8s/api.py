@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 # kube-scheduler truncates event notes to the API's limit.
 NOTE_LIMIT = 1024
+# Names the threads that make the official client's calls.
+WORKER_PREFIX = "kube-api"
 
 
 class BindOutcome(Enum):
@@ -85,6 +87,9 @@ def load_client_config(settings: ClientSettings) -> client.Configuration:
             config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     # One connection per worker thread, and a few for the calls of the event loop's own.
     configuration.connection_pool_maxsize = settings.workers + 4
+    # Our callers retry with a log line and a backoff; urllib3's own silent retries (3 by
+    # default) made an unreachable server cost four connect timeouts per logged attempt.
+    configuration.retries = 0
     return configuration
 
 
@@ -93,13 +98,20 @@ class KubeApi:
         self.scheduler_name = scheduler_name
         self.identity = identity
         self.configuration = load_client_config(settings)
+        # (connect, read) of every call through the official client but watches: a
+        # server that accepts and never answers must fail the call, not hang it.
+        self.timeout = (settings.connect_timeout_s, settings.read_timeout_s)
         self.api_client = client.ApiClient(self.configuration)
         self.core = client.CoreV1Api(self.api_client)
         self.events = client.EventsV1Api(self.api_client)
         self.coordination = client.CoordinationV1Api(self.api_client)
         self.limiter = TokenBucket(settings.qps, settings.burst)
         self.event_limiter = TokenBucket(settings.qps, settings.burst)
-        self.executor = ThreadPoolExecutor(settings.workers, thread_name_prefix="kube-api")
+        # The Lease has a bucket of its own too (kube-scheduler gives leader election a
+        # client of its own): behind a backlog of binds, a renewal missed its deadline
+        # and the release at SIGTERM waited seconds.
+        self.lease_limiter = TokenBucket(settings.qps, settings.burst)
+        self.executor = ThreadPoolExecutor(settings.workers, thread_name_prefix=WORKER_PREFIX)
         self.transport: ApiTransport | None = None
         if transport_supports(self.configuration):
             self.transport = ApiTransport(self.api_client, settings.connections)
@@ -123,6 +135,8 @@ class KubeApi:
         gives its connection back to the pool and applies ``parse`` to the body. (An
         answer left for the event loop to read kept its connection out of the pool
         while the loop was busy; the pool then opened, and dropped, extra ones.)"""
+
+        kwargs.setdefault("_request_timeout", self.timeout)
 
         def fetch() -> T:
             response = function(*args, _preload_content=False, **kwargs)
@@ -209,7 +223,9 @@ class KubeApi:
 
     async def _bind_outcome_after(self, pod: Pod, node: str, problem: str) -> BindResult:
         try:
-            current = await self.call(self.core.read_namespaced_pod, pod.name, pod.namespace)
+            current = await self.call(
+                self.core.read_namespaced_pod, pod.name, pod.namespace, _request_timeout=self.timeout
+            )
         except ApiException as error:
             if error.status == 404:
                 return BindResult(BindOutcome.POD_GONE, problem)

@@ -32,7 +32,10 @@ def register(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from scheduler.k8s.operator import configure_logging  # noqa: PLC0415 - keeps other commands light
+    from scheduler.k8s.operator import (  # noqa: PLC0415 - keeps other commands light
+        configure_logging,
+        exit_past_blocked_calls,
+    )
     from scheduler.k8s.operator import run as run_operator  # noqa: PLC0415
     from scheduler.k8s.settings import load_settings  # noqa: PLC0415
 
@@ -58,4 +61,5 @@ def run(args: argparse.Namespace) -> int:
         settings = settings.model_copy(update=updates)
     configure_logging(settings.log_level)
     asyncio.run(run_operator(settings))
+    exit_past_blocked_calls(0)
     return 0

@@ -14,7 +14,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -23,6 +23,7 @@ from scheduler.k8s.api import KubeApi, now
 from scheduler.k8s.settings import LeaderElectionSettings
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class LeaderElector:
@@ -46,6 +47,14 @@ class LeaderElector:
         self._observed: tuple[Any, ...] | None = None
         self._observed_at = 0.0
         self._last_renew = 0.0
+        # A Lease call that hangs must not outlast the renew deadline (client-go bounds
+        # each renewal by it too).
+        self.timeout = (api.timeout[0], min(api.timeout[1], settings.renew_deadline_s))
+
+    async def _call(self, function: Callable[..., T], *args: Any) -> T:
+        return await self.api.call(
+            function, *args, limiter=self.api.lease_limiter, _request_timeout=self.timeout
+        )
 
     @property
     def is_leader(self) -> bool:
@@ -85,7 +94,7 @@ class LeaderElector:
     async def try_acquire_or_renew(self) -> bool:
         coordination = self.api.coordination
         try:
-            lease = await self.api.call(coordination.read_namespaced_lease, self.name, self.namespace)
+            lease = await self._call(coordination.read_namespaced_lease, self.name, self.namespace)
         except ApiException as error:
             if error.status != 404:
                 raise
@@ -107,7 +116,7 @@ class LeaderElector:
         spec.renew_time = stamp
         lease.spec = spec
         try:
-            await self.api.call(coordination.replace_namespaced_lease, self.name, self.namespace, lease)
+            await self._call(coordination.replace_namespaced_lease, self.name, self.namespace, lease)
         except ApiException as error:
             if error.status == 409:  # someone else wrote it first
                 return False
@@ -127,27 +136,43 @@ class LeaderElector:
             ),
         )
         try:
-            await self.api.call(self.api.coordination.create_namespaced_lease, self.namespace, lease)
+            await self._call(self.api.coordination.create_namespaced_lease, self.namespace, lease)
         except ApiException as error:
             if error.status == 409:
                 return False
             raise
         return True
 
-    async def release(self) -> None:
-        """Give the Lease up on a clean shutdown, so another replica takes over at once."""
-        if not self.is_leader:
-            return
-        self._set(False)
-        try:
-            lease = await self.api.call(
-                self.api.coordination.read_namespaced_lease, self.name, self.namespace
-            )
-            if lease.spec and lease.spec.holder_identity == self.identity:
-                lease.spec.holder_identity = None
-                lease.spec.lease_duration_seconds = 1
-                await self.api.call(
+    async def release(self) -> bool:
+        """Give the Lease up on a clean shutdown as client-go's ``ReleaseOnCancel``
+        does: no holder and a 1 s lease, so a standby takes over at its next retry
+        instead of a lease duration later. Only the holder writes; a write that lost
+        to our own last renewal (409) is tried again. True when released."""
+        if self.is_leader:
+            self._set(False)
+        for _attempt in range(3):
+            try:
+                lease = await self._call(
+                    self.api.coordination.read_namespaced_lease, self.name, self.namespace
+                )
+                spec = lease.spec
+                if spec is None or spec.holder_identity != self.identity:
+                    return False
+                stamp = now()
+                spec.holder_identity = ""
+                spec.lease_duration_seconds = 1
+                spec.acquire_time = spec.renew_time = stamp
+                await self._call(
                     self.api.coordination.replace_namespaced_lease, self.name, self.namespace, lease
                 )
-        except Exception as error:
-            log.info("could not release lease %s/%s: %s", self.namespace, self.name, error)
+            except ApiException as error:
+                if error.status == 409:
+                    continue
+                log.warning("could not release lease %s/%s: %s", self.namespace, self.name, error.reason)
+                return False
+            except Exception as error:
+                log.warning("could not release lease %s/%s: %s", self.namespace, self.name, error)
+                return False
+            log.info("released lease %s/%s", self.namespace, self.name)
+            return True
+        return False

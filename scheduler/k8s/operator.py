@@ -6,6 +6,13 @@ watch, and kopf's posting of log lines as Kubernetes events is off. kopf's peeri
 off too; a Lease elects the replica that binds. Pods and nodes, the high-rate and the
 large kind, come from watches of our own (``scheduler.k8s.watch``), which never write
 to them either.
+
+Start-up lists the cluster until the API server answers (``scheduler.k8s.startup``);
+``/readyz`` says when the caches have synced, and ``/healthz`` fails if they have not
+within ``startup_timeout_s``. On SIGTERM or SIGINT (the signals are ours, not kopf's)
+the process stops taking pods, gives the binds in flight ``BIND_DRAIN_S``, releases
+its Lease as client-go's ``ReleaseOnCancel`` does, so that a standby leads at its next
+retry, and exits 0 well within 2 s.
 """
 
 from __future__ import annotations
@@ -15,21 +22,25 @@ import logging
 import os
 import signal
 import socket
+import sys
+import threading
+import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from typing import Any
 
 import kopf
 from kubernetes import client
 
-from scheduler.k8s.api import KubeApi
-from scheduler.k8s.http import build_app, serve
+from scheduler.k8s.api import WORKER_PREFIX, KubeApi
+from scheduler.k8s.http import StartupDeadline, build_app, serve
 from scheduler.k8s.leader import LeaderElector
 from scheduler.k8s.metrics import Metrics
 from scheduler.k8s.policy import PolicyManager, TypicalWorkload
 from scheduler.k8s.runtime import SchedulerRuntime
 from scheduler.k8s.settings import Settings
+from scheduler.k8s.startup import BACKOFF_MAX_S, BACKOFF_MIN_S, sync_until_served
 from scheduler.k8s.watch import ResourceWatch
 
 log = logging.getLogger("rl-scheduler")
@@ -56,6 +67,20 @@ class NoDiffBase(kopf.DiffBaseStorage):
         return None
 
 
+class EndlessBackoff:
+    """kopf's delays between retries of a failed API request: 1 s doubling to 30 s,
+    without end, as our own listings retry. kopf's default (eight delays, then it
+    gives up and the operator stops) ended the process after ~100 s of an
+    unreachable API server, before ``startup_timeout_s`` and however soon the server
+    would have answered."""
+
+    def __iter__(self) -> Iterator[float]:
+        delay = BACKOFF_MIN_S
+        while True:
+            yield delay
+            delay = min(delay * 2, BACKOFF_MAX_S)
+
+
 def build_registry(runtime: SchedulerRuntime, configuration: client.Configuration) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
 
@@ -66,6 +91,10 @@ def build_registry(runtime: SchedulerRuntime, configuration: client.Configuratio
         settings.watching.server_timeout = 300
         settings.watching.client_timeout = 330
         settings.networking.request_timeout = 60
+        # A server that accepts and never answers (its Service not programmed yet) fails
+        # a connection, as it does for our own calls.
+        settings.networking.connect_timeout = runtime.settings.client.connect_timeout_s
+        settings.networking.error_backoffs = EndlessBackoff()
         settings.scanning.disabled = True
         settings.persistence.diffbase_storage = NoDiffBase()
 
@@ -98,6 +127,41 @@ def identity(settings: Settings) -> str:
     return settings.leader_election.identity or f"{socket.gethostname()}_{uuid.uuid4()}"
 
 
+# Stopping, within the 2 s a SIGTERM should take: binds in flight get BIND_DRAIN_S to
+# finish (the rest are dropped; their pods stay pending for the next leader), the Lease
+# release RELEASE_TIMEOUT_S, kopf KOPF_STOP_S.
+BIND_DRAIN_S = 0.5
+RELEASE_TIMEOUT_S = 0.5
+KOPF_STOP_S = 0.3
+
+
+def take_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
+    """SIGTERM and SIGINT set ``stop``."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, _on_signal, sig, stop)
+
+
+def _on_signal(sig: signal.Signals, stop: asyncio.Event) -> None:
+    if not stop.is_set():
+        log.info("%s received: stopping", sig.name)
+    stop.set()
+
+
+async def run_kopf(
+    registry: kopf.OperatorRegistry, stop_flag: asyncio.Event, loop_signals: Callable[[], None]
+) -> None:
+    """``kopf.operator`` in its two halves, to take SIGTERM and SIGINT back in between.
+    ``spawn_tasks`` installs kopf's own handlers, replacing ours: kopf then stopped on a
+    SIGTERM by itself, waited 5 s for every task started after it (ours: the watches,
+    the scheduling loop, the elector) and cancelled them, and cancelling a watch
+    stalled the event loop until its next event. ``kopf.operator`` does the same
+    with ``loop_signals`` left out; kopf stops when ``stop_flag`` is set."""
+    existing = asyncio.all_tasks()
+    tasks = await kopf.spawn_tasks(registry=registry, clusterwide=True, standalone=True, stop_flag=stop_flag)
+    loop_signals()
+    await kopf.run_tasks(tasks, ignored=existing)
+
+
 async def run(settings: Settings) -> None:
     metrics = Metrics()
     me = identity(settings)
@@ -107,16 +171,16 @@ async def run(settings: Settings) -> None:
     )
     runtime = SchedulerRuntime(settings, api, metrics, policy)
     stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    take_signals(loop, stop)
 
     def ready() -> tuple[bool, str]:
         if not runtime.synced.is_set():
             return False, "caches not synced"
         return True, f"ok ({policy.active.source}: {policy.active.profile.name})"
 
-    web_runner = await serve(build_app(metrics, ready), settings.metrics_address)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    startup = StartupDeadline(settings.startup_timeout_s, runtime.synced.is_set)
+    web_runner = await serve(build_app(metrics, ready, startup.check), settings.metrics_address)
 
     def on_leadership(leading: bool) -> None:
         metrics.is_leader.set(1 if leading else 0)
@@ -125,70 +189,139 @@ async def run(settings: Settings) -> None:
         else:
             runtime.leading.clear()
 
-    async def relist(kind: str) -> str:
-        return (await runtime.list_and_apply())[kind]
-
-    watches = {
-        "pods": ResourceWatch(
-            api, "pod", api.core.list_pod_for_all_namespaces, runtime.on_pod_event, partial(relist, "pods")
-        ),
-        "nodes": ResourceWatch(
-            api, "node", api.core.list_node, runtime.on_node_event, partial(relist, "nodes")
-        ),
-    }
     elector = LeaderElector(api, settings.lease_name, settings.leader_election, me, on_change=on_leadership)
-    tasks: list[asyncio.Task[Any]] = [
-        asyncio.create_task(
-            kopf.operator(
-                registry=build_registry(runtime, api.configuration),
-                clusterwide=True,
-                standalone=True,
-                stop_flag=stop,
-            ),
-            name="kopf",
-        ),
-    ]
+    kopf_stop = asyncio.Event()
+    kopf_task = asyncio.create_task(
+        run_kopf(build_registry(runtime, api.configuration), kopf_stop, partial(take_signals, loop, stop)),
+        name="kopf",
+    )
+    stopper = asyncio.create_task(stop.wait(), name="stop")
+    first_listing = asyncio.create_task(
+        sync_until_served(runtime.list_and_apply, str(api.configuration.host)), name="first-listing"
+    )
+    tasks: list[asyncio.Task[Any]] = [first_listing]
     try:
         if runtime.experience is not None:
             runtime.experience.start()
-        versions = await runtime.list_and_apply()
-        tasks += [
-            asyncio.create_task(watch.run(versions[kind]), name=f"{watch.kind}-watch")
-            for kind, watch in watches.items()
-        ]
-        log.info(
-            "cache synced: %d nodes, %d pods placed",
-            len(runtime.cache.state),
-            len(runtime.cache.state.placements),
-        )
-        if settings.leader_election.enabled:
-            tasks.append(asyncio.create_task(elector.run(), name="leader-election"))
-        else:
-            on_leadership(True)
-        tasks += [
-            asyncio.create_task(runtime.run(), name="scheduling-loop"),
-            asyncio.create_task(runtime.refresh_gauges(), name="gauges"),
-            asyncio.create_task(policy.watch(), name="policy-reload"),
-            asyncio.create_task(runtime.resync_forever(), name="resync"),
-        ]
-        stopper = asyncio.create_task(stop.wait())
-        done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
-        for task in done:
-            if task is not stopper and not task.cancelled() and task.exception() is not None:
+        done, _ = await asyncio.wait([first_listing, stopper, kopf_task], return_when=asyncio.FIRST_COMPLETED)
+        if first_listing in done:
+            log.info(
+                "cache synced: %d nodes, %d pods placed",
+                len(runtime.cache.state),
+                len(runtime.cache.state.placements),
+            )
+            scheduling = start_scheduling(runtime, first_listing.result(), elector)
+            tasks += scheduling
+            done, _ = await asyncio.wait(
+                [*scheduling, stopper, kopf_task], return_when=asyncio.FIRST_COMPLETED
+            )
+        for task in done - {stopper}:
+            if not task.cancelled() and task.exception() is not None:
                 log.error("%s stopped: %s", task.get_name(), task.exception())
                 raise task.exception()  # type: ignore[misc]
+            log.error("%s stopped", task.get_name())
     finally:
-        runtime.leading.clear()
-        await elector.release()
         stop.set()
-        for task in tasks:
-            if task.get_name() != "kopf":
-                task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        stopping = time.monotonic()
+        dropped = await shut_down(runtime, elector if settings.leader_election.enabled else None, tasks)
+        await stop_kopf(kopf_task, kopf_stop)
+        stopper.cancel()
         await web_runner.cleanup()
         if runtime.experience is not None:
             runtime.experience.close()
         await api.close()
+        log.info(
+            "stopped in %.2f s%s",
+            time.monotonic() - stopping,
+            f" ({dropped} binds or reports in flight dropped)" if dropped else "",
+        )
+
+
+def start_scheduling(
+    runtime: SchedulerRuntime, versions: dict[str, str], elector: LeaderElector
+) -> list[asyncio.Task[Any]]:
+    """What runs once the caches have synced: the watches (from the listing's
+    versions), leader election (or leading at once), the scheduling loop, gauges,
+    policy reloads and resyncs."""
+    api, settings = runtime.api, runtime.settings
+
+    async def relist(kind: str) -> str:
+        return (await runtime.list_and_apply())[kind]
+
+    watches = [
+        ResourceWatch(
+            api, "pod", api.core.list_pod_for_all_namespaces, runtime.on_pod_event, partial(relist, "pods")
+        ),
+        ResourceWatch(api, "node", api.core.list_node, runtime.on_node_event, partial(relist, "nodes")),
+    ]
+    tasks = [asyncio.create_task(w.run(versions[f"{w.kind}s"]), name=f"{w.kind}-watch") for w in watches]
+    if settings.leader_election.enabled:
+        tasks.append(asyncio.create_task(elector.run(), name="leader-election"))
+    elif elector.on_change is not None:
+        elector.on_change(True)
+    return [
+        *tasks,
+        asyncio.create_task(runtime.run(), name="scheduling-loop"),
+        asyncio.create_task(runtime.refresh_gauges(), name="gauges"),
+        asyncio.create_task(runtime.policy.watch(), name="policy-reload"),
+        asyncio.create_task(runtime.resync_forever(), name="resync"),
+    ]
+
+
+async def shut_down(
+    runtime: SchedulerRuntime, elector: LeaderElector | None, tasks: list[asyncio.Task[Any]]
+) -> int:
+    """Stop taking pods; let the binds in flight end (or drop them) within
+    ``BIND_DRAIN_S``; give the Lease up; stop the rest. Returns how many binds and
+    reports were dropped."""
+    by_name = {task.get_name(): task for task in tasks}
+    first = [by_name[n] for n in ("first-listing", "scheduling-loop", "leader-election") if n in by_name]
+    for task in first:
+        task.cancel()
+    runtime.leading.clear()
+    dropped = await runtime.drain(BIND_DRAIN_S)
+    await asyncio.gather(*first, return_exceptions=True)
+    if elector is not None and "leader-election" in by_name:  # not before the caches synced
+        try:
+            await asyncio.wait_for(elector.release(), RELEASE_TIMEOUT_S)
+        except TimeoutError:
+            log.warning(
+                "lease %s/%s not released in %g s", elector.namespace, elector.name, RELEASE_TIMEOUT_S
+            )
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return dropped
+
+
+async def stop_kopf(kopf_task: asyncio.Task[None], kopf_stop: asyncio.Event) -> None:
+    kopf_stop.set()
+    _done, pending = await asyncio.wait([kopf_task], timeout=KOPF_STOP_S)
+    for task in pending:
+        task.cancel()
+    results = await asyncio.gather(kopf_task, return_exceptions=True)
+    for result in results:
+        if isinstance(result, Exception):
+            log.info("kopf stopped: %s", result)
+
+
+def exit_past_blocked_calls(code: int, wait_s: float = 0.2) -> None:
+    """After ``run``: an API worker thread still blocked in a call (it gives up at its
+    read timeout) would hold the process at exit, since Python joins executor threads
+    then. Everything has been cleaned up, so leave without it: ``os._exit`` once the
+    logs are flushed. Returns when no such thread is left."""
+    deadline = time.monotonic() + wait_s
+    workers = [t for t in threading.enumerate() if t.name.startswith(WORKER_PREFIX)]
+    for thread in workers:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    blocked = [t.name for t in workers if t.is_alive()]
+    if not blocked:
+        return
+    log.info("exiting without waiting for %s (blocked in API calls)", ", ".join(blocked))
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def configure_logging(level: str) -> None:

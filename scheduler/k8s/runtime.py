@@ -277,6 +277,19 @@ class SchedulerRuntime:
                 decision.timings["Score"]
             )
 
+    async def drain(self, timeout_s: float) -> int:
+        """Let the binds, events and status writes in flight finish for up to
+        ``timeout_s``; cancel the rest. Returns how many were cancelled (their pods stay
+        pending, for the next leader)."""
+        pending = set(self._binds)
+        if pending:
+            _done, pending = await asyncio.wait(pending, timeout=timeout_s)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        return len(pending)
+
     def _spawn(self, coroutine: Any) -> None:
         task = asyncio.ensure_future(coroutine)
         self._binds.add(task)

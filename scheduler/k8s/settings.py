@@ -7,8 +7,9 @@ environment variables (the environment wins), validated at start.
     policy_store: /var/lib/rl-scheduler/policies  # versions the trainer publishes (current)
     checkpoint: /models/gnn       # a fixed checkpoint; the shipped one when unset
     weights: {LeastAllocated: 2}  # score weights by plugin (kube profiles; preferences in all)
-    client: {qps: 50, burst: 100}
+    client: {qps: 50, burst: 100, connect_timeout_s: 5, read_timeout_s: 60}
     metrics_address: 0.0.0.0:10260
+    startup_timeout_s: 120        # /healthz fails while caches are not synced after this
     leader_election: {enabled: true, namespace: kube-system}
 
 The learned policy comes from ``policy_store``'s ``current`` version once the trainer
@@ -16,6 +17,12 @@ has published one; until then (the store missing or empty) from ``checkpoint``, 
 checkpoint shipped in the package when that is unset. A ``checkpoint`` that is missing
 or bad makes the fallback profile schedule. (A ``checkpoint`` naming a store folder,
 as older settings did, is still read as a store.)
+
+The process is live (``/healthz``) while it starts, for ``startup_timeout_s``: a
+scheduler that could not list the cluster by then (the API server unreachable) fails
+its liveness probe, so the kubelet restarts it. Every start-up call to the API
+server gives up after ``client.connect_timeout_s`` to connect (and complete TLS) and
+``client.read_timeout_s`` without a byte of the answer, and is retried.
 
 Nested fields come from the environment as ``RL_SCHEDULER_CLIENT__QPS=5000``.
 """
@@ -52,6 +59,12 @@ class ClientSettings(BaseModel):
         description="concurrent binds, events and status writes (kube-scheduler's are not capped)",
     )
     kubeconfig: Path | None = Field(None, description="kubeconfig file; in-cluster config when unset")
+    connect_timeout_s: float = Field(
+        5.0, gt=0, description="seconds to connect to the API server (TCP and TLS) before a call fails"
+    )
+    read_timeout_s: float = Field(
+        60.0, gt=0, description="seconds a call waits for the next bytes of an answer (watches excepted)"
+    )
 
 
 class LeaderElectionSettings(BaseModel):
@@ -107,6 +120,9 @@ class Settings(BaseSettings):
         5000, ge=0, description="recent pod arrivals FGD's typical pods follow; 0: fixed"
     )
     metrics_address: str = Field("0.0.0.0:10260", description="host:port of /metrics, /healthz and /readyz")
+    startup_timeout_s: float = Field(
+        120.0, gt=0, description="/healthz fails when the caches have not synced this long after start"
+    )
     client: ClientSettings = Field(default_factory=ClientSettings)
     leader_election: LeaderElectionSettings = Field(default_factory=LeaderElectionSettings)
     seed: int = Field(0, description="seed for tie-breaking among equally scored nodes")

@@ -185,7 +185,7 @@ class ResourceWatch:
             allow_watch_bookmarks=True,
             timeout_seconds=WATCH_TIMEOUT_S,
             _preload_content=False,
-            _request_timeout=(10, WATCH_TIMEOUT_S + 30),
+            _request_timeout=(self.api.timeout[0], WATCH_TIMEOUT_S + 30),
         )
         self._response = response
         try:

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -19,9 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from devcluster import kube
 from devcluster import nodes as devnodes
 from scheduler.k8s.api import KubeApi
 
@@ -259,3 +264,151 @@ def submit_candidate(shared: Path, checkpoint: Path) -> None:
     """``rl-scheduler policy submit``: hand a checkpoint to the trainer's promotion gate."""
     command = [sys.executable, "-m", "scheduler.cli", "policy", "--shared-dir", str(shared)]
     subprocess.run([*command, "submit", str(checkpoint)], check=True, capture_output=True)
+
+
+@contextlib.contextmanager
+def scheduler_replicas(
+    kubeconfig: Path, name: str, log_dir: Path, count: int, *args: str
+) -> Iterator[list[SchedulerProcess]]:
+    """``count`` replicas of one scheduler (same name, so the same Lease), each with a
+    known holder identity (``<name>-<i>``); ready when yielded."""
+    started = [
+        SchedulerProcess(
+            name,
+            kubeconfig,
+            log_dir / f"{name}-{i}.log",
+            args,
+            {"RL_SCHEDULER_LEADER_ELECTION__IDENTITY": f"{name}-{i}"},
+        ).start()
+        for i in range(count)
+    ]
+    try:
+        for replica in started:
+            replica.wait_ready()
+        yield started
+    finally:
+        for replica in started:
+            replica.stop()
+
+
+def identity(replica: SchedulerProcess) -> str:
+    """The Lease holder identity ``scheduler_replicas`` gave ``replica``."""
+    return replica.env["RL_SCHEDULER_LEADER_ELECTION__IDENTITY"]
+
+
+def leader_of(replicas: list[SchedulerProcess], timeout_s: float = 60) -> SchedulerProcess:
+    wait_for(lambda: sum(r.metric("rl_scheduler_leader") for r in replicas) == 1, timeout_s, "one leader")
+    return next(r for r in replicas if r.metric("rl_scheduler_leader") == 1)
+
+
+class LeaseRecorder:
+    """Every version of one Lease from now on (a watch in a thread): what a release
+    wrote survives a standby's takeover a moment later."""
+
+    def __init__(self, kubeconfig: Path, namespace: str, name: str) -> None:
+        self.namespace, self.name = namespace, name
+        self.coordination = client.CoordinationV1Api(kube.api_client(kubeconfig))
+        self.records: list[dict[str, Any]] = []
+        self._stop = False
+        start = self.coordination.list_namespaced_lease(namespace, field_selector=f"metadata.name={name}")
+        self._version = str(start.metadata.resource_version)
+        self._thread = threading.Thread(target=self._watch, name=f"lease-{name}", daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._stop:
+            response = self.coordination.list_namespaced_lease(
+                self.namespace,
+                field_selector=f"metadata.name={self.name}",
+                watch=True,
+                resource_version=self._version,
+                timeout_seconds=5,
+                _preload_content=False,
+            )
+            for line in response:
+                event = json.loads(line)
+                spec = event["object"].get("spec") or {}
+                self._version = event["object"]["metadata"]["resourceVersion"]
+                self.records.append({"type": event["type"], **spec})
+
+    def released(self, holder: str) -> list[dict[str, Any]]:
+        """The writes that gave up the lease after ``holder`` held it (client-go's
+        release: no holder, a 1 s lease)."""
+        held = False
+        found = []
+        for record in self.records:
+            if record.get("holderIdentity") == holder:
+                held = True
+            elif held and not record.get("holderIdentity"):
+                found.append(record)
+        return found
+
+    def close(self) -> None:
+        self._stop = True
+        self._thread.join(timeout=10)
+
+
+class StallingProxy:
+    """A TCP proxy in front of the API server that first stalls: it accepts
+    connections and never answers, as a Service does before kube-proxy has programmed
+    it (packets dropped). After ``forward()`` new connections reach the server; the
+    stalled ones stay stalled (their clients time out)."""
+
+    def __init__(self, server: str) -> None:
+        target = urllib.parse.urlsplit(server)
+        self.target = (str(target.hostname), int(target.port or 443))
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self.listener.getsockname()[1])
+        self.url = f"https://127.0.0.1:{self.port}"
+        self.forwarding = threading.Event()
+        self.stalled: list[socket.socket] = []
+        self._closed = False
+        threading.Thread(target=self._accept, name="stalling-proxy", daemon=True).start()
+
+    def forward(self) -> None:
+        self.forwarding.set()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            if not self.forwarding.is_set():
+                self.stalled.append(conn)
+                continue
+            try:
+                upstream = socket.create_connection(self.target, timeout=5)
+            except OSError:
+                conn.close()
+                continue
+            upstream.settimeout(None)
+            for source, sink in ((conn, upstream), (upstream, conn)):
+                threading.Thread(target=_pipe, args=(source, sink), daemon=True).start()
+
+    def kubeconfig(self, original: Path, out: Path) -> Path:
+        """``original`` with its server replaced by the proxy (the API server's
+        certificate names 127.0.0.1, so TLS checks pass through the proxy too)."""
+        config = yaml.safe_load(original.read_text())
+        for cluster in config["clusters"]:
+            cluster["cluster"]["server"] = self.url
+        out.write_text(yaml.safe_dump(config))
+        return out
+
+    def close(self) -> None:
+        self._closed = True
+        self.listener.close()
+        for conn in self.stalled:
+            conn.close()
+
+
+def _pipe(source: socket.socket, sink: socket.socket) -> None:
+    try:
+        while data := source.recv(65536):
+            sink.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for sock in (source, sink):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
