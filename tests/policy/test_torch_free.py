@@ -180,10 +180,7 @@ import sys
 import numpy as np
 from scheduler.framework.profile import schedule_pod
 from scheduler.plugins.registry import ProfileContext, build_profile
-from scheduler.objects.pod import Pod
-from scheduler.online.trainer import Trainer, TrainerConfig, TrainerMetrics
-from scheduler.state.cluster_state import ClusterState
-from scheduler.state.fragmentation import TypicalPods, pod_shape, typical_pods
+from scheduler.state.fragmentation import pod_shape, typical_pods
 from tests.builders import make_node, make_pod, make_state
 
 nodes = [make_node(f"n{i}", cpu="32", memory="128Gi", gpus=4, model="T4") for i in range(6)]
