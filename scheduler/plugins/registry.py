@@ -19,7 +19,7 @@ feasible nodes to the policy.
 
 ``first`` takes the best node earliest in the state's node order; the trace replay
 adds nodes in a seeded order, as the FGD simulator ranks them. The learned policy is
-one more profile; torch is imported only when it is built.
+one more profile, built (its checkpoint read) only when asked for.
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ def _fgd(ctx: ProfileContext) -> ScorePlugin:
 
 
 def _gnn(ctx: ProfileContext) -> Profile:
-    from scheduler.policy.plugin import gnn_profile  # noqa: PLC0415 - torch loads only when asked for
+    from scheduler.policy.plugin import gnn_profile  # noqa: PLC0415 - the checkpoint loads only when asked for
 
     return gnn_profile(ctx)
 

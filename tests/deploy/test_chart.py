@@ -13,7 +13,8 @@ import yaml
 
 from manifests import MANIFESTS
 from manifests import render as render_manifests
-from scheduler.k8s.settings import Settings, load_settings
+from scheduler.k8s.settings import LEARNED_PROFILES, ClientSettings, Settings, load_settings
+from scheduler.plugins.registry import profile_names
 from tests.deploy.chart import (
     CHART,
     REPO,
@@ -69,6 +70,14 @@ def test_helm_lint_passes(helm: Path) -> None:
         pytest.param({"image.pullPolicy": "Sometimes"}, "at '/image/pullPolicy'", id="bad pull policy"),
         pytest.param({"schedulerName": "RL_Scheduler"}, "at '/schedulerName'", id="name not a DNS label"),
         pytest.param({"replicas": 2}, "'replicas' not allowed", id="misspelt key"),
+        pytest.param(
+            {"leaderElection.renewDeadlineSeconds": 20},
+            "leaderElection: need retryPeriodSeconds < renewDeadlineSeconds < leaseDurationSeconds",
+            id="lease timings out of order",
+        ),
+        pytest.param(
+            {"settings.startup_timeout_s": 0}, "at '/settings/startup_timeout_s'", id="no start-up time"
+        ),
     ],
 )
 def test_the_schema_refuses_bad_values(helm: Path, values: dict[str, Any], message: str) -> None:
@@ -82,8 +91,38 @@ def test_the_schema_knows_every_setting_the_operator_takes() -> None:
     in_schema = set(schema["properties"]["settings"]["properties"])
     chart_owned = {"scheduler_name", "metrics_address", "leader_election"}
     assert in_schema | chart_owned == set(Settings.model_fields)
-    assert set(schema["definitions"]["profile"]["enum"]) >= {"gnn", "fgd", "best-fit", "default"}
+    known = {*profile_names(), *LEARNED_PROFILES}
+    assert set(schema["definitions"]["profile"]["enum"]) == known
     assert set(chart_values()["settings"]) <= in_schema
+
+
+BOUNDS = {"gt": "exclusiveMinimum", "ge": "minimum", "lt": "exclusiveMaximum", "le": "maximum"}
+
+
+def _bounds(field: Any) -> dict[str, float]:
+    return {
+        BOUNDS[name]: getattr(rule, name)
+        for rule in field.metadata
+        for name in BOUNDS
+        if getattr(rule, name, None) is not None
+    }
+
+
+def test_the_schema_bounds_each_number_as_the_operator_does() -> None:
+    """A value the scheduler would refuse at start is refused at `helm install`."""
+    schema = yaml.safe_load((CHART / "values.schema.json").read_text())["properties"]["settings"][
+        "properties"
+    ]
+    models = {"": (Settings, schema), "client.": (ClientSettings, schema["client"]["properties"])}
+    compared = 0
+    for prefix, (model, properties) in models.items():
+        for name, field in model.model_fields.items():
+            if name not in properties:
+                continue  # chart-owned, or client.kubeconfig (in-cluster)
+            chart = {k: v for k, v in properties[name].items() if k in BOUNDS.values()}
+            assert chart == _bounds(field), f"settings.{prefix}{name}"
+            compared += bool(chart)
+    assert compared >= 10
 
 
 @pytest.mark.parametrize(
@@ -115,7 +154,8 @@ def test_the_settings_file_is_one_the_operator_accepts(
     assert settings.metrics_address == "0.0.0.0:10260"
     trainer = bool(values.get("trainer.enabled", True))
     # None (trainer off): the policy shipped in the image, and no experience log
-    assert settings.checkpoint == (Path(SHARED, "policies") if trainer else None)
+    assert settings.checkpoint is None
+    assert settings.policy_store == (Path(SHARED, "policies") if trainer else None)
     assert settings.experience_dir == (Path(SHARED, "experience") if trainer else None)
 
 

@@ -52,19 +52,23 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- $settings := deepCopy .Values.settings }}
 {{- if .Values.trainer.enabled }}
 {{- /* The scheduler logs decisions where the trainer reads them, and loads the version
-the trainer marks current in its policy store. */}}
+the trainer marks current in its policy store (the shipped policy until there is one). */}}
 {{- $shared := include "rl-scheduler.sharedPath" . }}
-{{- if not $settings.checkpoint }}
-{{- $_ := set $settings "checkpoint" (printf "%s/policies" $shared) }}
+{{- if not $settings.policy_store }}
+{{- $_ := set $settings "policy_store" (printf "%s/policies" $shared) }}
 {{- end }}
 {{- if not $settings.experience_dir }}
 {{- $_ := set $settings "experience_dir" (printf "%s/experience" $shared) }}
 {{- end }}
 {{- end }}
-{{- range $key := list "checkpoint" "experience_dir" }}
+{{- range $key := list "checkpoint" "policy_store" "experience_dir" }}
 {{- if not (get $settings $key) }}
 {{- $_ := unset $settings $key }}
 {{- end }}
+{{- end }}
+{{- $lease := .Values.leaderElection }}
+{{- if not (and (lt (int $lease.retryPeriodSeconds) (int $lease.renewDeadlineSeconds)) (lt (int $lease.renewDeadlineSeconds) (int $lease.leaseDurationSeconds))) }}
+{{- fail (printf "leaderElection: need retryPeriodSeconds < renewDeadlineSeconds < leaseDurationSeconds, got %v / %v / %v" $lease.retryPeriodSeconds $lease.renewDeadlineSeconds $lease.leaseDurationSeconds) }}
 {{- end }}
 {{- $_ := set $settings "scheduler_name" .Values.schedulerName }}
 {{- $_ := set $settings "metrics_address" (printf "0.0.0.0:%d" (int .Values.metrics.port)) }}
