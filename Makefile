@@ -1,9 +1,10 @@
 # The two commands of the README:
 #   make simulate   replays the openb default trace under kube-scheduler's default
 #                   profile and the FGD paper's six policies (10 seeds) and compares them
-#   make test       everything CI checks: lint, types, unit and simulator tests, and the
-#                   tests against a local control plane (built from Go modules on first use)
-# Both set up what they need (a virtualenv in .venv, the binaries in .cache/).
+#   make test       everything CI checks: lint, types, unit and simulator tests, the tests
+#                   against a local control plane (built from Go modules on first use), and
+#                   the chart's image on a real kubelet node (Debian packages, as root)
+# Both set up what they need (a virtualenv in .venv, the binaries and images in .cache/).
 
 PYTHON ?= python3
 VENV := .venv
@@ -12,7 +13,8 @@ BIN := $(VENV)/bin
 export PIP_CACHE_DIR ?= $(CURDIR)/.cache/pip
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup simulate test lint typecheck unit cluster-tests binaries prometheus generate clean
+.PHONY: setup simulate test lint typecheck unit cluster-tests real-node-tests binaries \
+	prometheus real-node-deps images generate clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,6 +38,24 @@ prometheus:
 	  $$sudo apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends prometheus; }
 
+# What a real node and the image builds need, from Debian: containerd, runc and the CNI
+# plugins run pods; podman, mmdebstrap and gcc (the pause binary) build images.
+REAL_NODE_PACKAGES := containerd runc containernetworking-plugins iptables iproute2 conntrack \
+	podman mmdebstrap gcc libc6-dev
+real-node-deps:
+	@missing=$$(for p in $(REAL_NODE_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
+	  grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  sudo=; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	  $$sudo apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends $$missing; fi
+
+# The images, with podman (hack/images.sh): the scheduler's (no torch) and the trainer's.
+# IMAGES=scheduler builds one.
+IMAGES ?= scheduler trainer
+images: real-node-deps
+	hack/images.sh $(IMAGES)
+
 # The dashboard JSON, its ConfigMap and the plain manifests in deploy/ are generated from
 # hack/dashboard and the chart: run this after changing either (a test checks).
 generate: setup
@@ -51,12 +71,18 @@ typecheck: setup
 	$(BIN)/mypy
 
 unit: setup
-	$(BIN)/pytest -m "not cluster and not binaries" -n 2
+	$(BIN)/pytest -m "not cluster and not binaries and not realnode" -n 2
 
 cluster-tests: setup binaries prometheus
 	$(BIN)/pytest -m "cluster or binaries"
 
-test: lint typecheck unit cluster-tests
+# The chart on a real kubelet: builds the node's binaries and the scheduler image first
+# (RL_REAL_NODE_TRAINER=1 also the trainer's, and runs the chart with its sidecar).
+real-node-tests: setup binaries real-node-deps
+	hack/build-binaries.sh node
+	$(BIN)/pytest -m realnode
+
+test: lint typecheck unit cluster-tests real-node-tests
 
 clean:
 	rm -rf runs .pytest_cache .mypy_cache .ruff_cache
