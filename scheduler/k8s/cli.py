@@ -32,12 +32,14 @@ def register(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kubernetes.config import ConfigException  # noqa: PLC0415
+
     from scheduler.k8s.operator import (  # noqa: PLC0415 - keeps other commands light
         configure_logging,
         exit_past_blocked_calls,
     )
     from scheduler.k8s.operator import run as run_operator  # noqa: PLC0415
-    from scheduler.k8s.settings import load_settings  # noqa: PLC0415
+    from scheduler.k8s.settings import SettingsError, load_settings  # noqa: PLC0415
 
     client: dict[str, Any] = {}
     overrides: dict[str, Any] = {
@@ -60,6 +62,16 @@ def run(args: argparse.Namespace) -> int:
     if updates:
         settings = settings.model_copy(update=updates)
     configure_logging(settings.log_level)
-    asyncio.run(run_operator(settings))
+    try:
+        asyncio.run(run_operator(settings))
+    except ConfigException as error:
+        # No in-cluster configuration and no readable kubeconfig: a bad command line.
+        path = settings.client.kubeconfig
+        problem = (
+            "no such file"
+            if path is not None and not path.exists()
+            else f"{error} (outside a cluster, pass --kubeconfig or set KUBECONFIG)"
+        )
+        raise SettingsError(str(path or "kubeconfig"), "client.kubeconfig", problem) from None
     exit_past_blocked_calls(0)
     return 0

@@ -2,6 +2,7 @@ from pathlib import Path
 
 import pytest
 
+from scheduler.cli import main
 from scheduler.k8s.settings import SettingsError, load_settings
 
 
@@ -52,3 +53,35 @@ def test_bad_settings_name_the_file_and_field(tmp_path: Path, text: str, message
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(SettingsError, match="file: cannot read"):
         load_settings(tmp_path / "absent.yaml")
+
+
+@pytest.mark.parametrize(
+    ("kubeconfig", "message"),
+    [
+        pytest.param(None, "kubeconfig: client.kubeconfig: Invalid kube-config file", id="none anywhere"),
+        pytest.param("missing.yaml", "missing.yaml: client.kubeconfig: no such file", id="missing file"),
+        pytest.param(
+            "empty.yaml", "empty.yaml: client.kubeconfig: Invalid kube-config file", id="not a kubeconfig"
+        ),
+    ],
+)
+def test_run_without_a_usable_kubeconfig_says_so_in_one_line(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    kubeconfig: str | None,
+    message: str,
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.kube/config
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    (tmp_path / "empty.yaml").write_text("{}\n")
+    args = ["run", "--profile", "fgd"]
+    if kubeconfig is not None:
+        args += ["--kubeconfig", str(tmp_path / kubeconfig)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.startswith("rl-scheduler:")]
+    assert len(lines) == 1, err
+    assert message in lines[0]
