@@ -25,6 +25,7 @@ CACHE_DIR="${RL_DEVCLUSTER_CACHE:-${ROOT_DIR}/.cache}"
 IMAGES_DIR="${CACHE_DIR}/images"
 VERSION="$(sed -n 's/^version = "\(.*\)"/\1/p' "${ROOT_DIR}/pyproject.toml")"
 PUBLIC_BASE="python:3.11-slim-bookworm"
+PAUSE_ALIAS="registry.k8s.io/pause:3.10"
 DEBIAN_BASE="localhost/rl-scheduler-base:bookworm"
 DEBIAN_PACKAGES="python3,python3-venv,ca-certificates,passwd"
 HOST_CA="${HOST_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}"
@@ -66,7 +67,7 @@ ref_of() {
   case "$1" in
     scheduler) echo "docker.io/library/rl-scheduler:${VERSION}" ;;
     trainer) echo "docker.io/library/rl-scheduler-trainer:${VERSION}" ;;
-    pause) echo "localhost/pause:${KUBERNETES_VERSION}" ;;
+    pause) echo "registry.k8s.io/pause:${PAUSE_VERSION}" ;;
     *) die 2 "unknown image '$1'; choose from scheduler, trainer, pause" ;;
   esac
 }
@@ -146,16 +147,23 @@ build_pause() {
   local ref src work
   ref="$(ref_of pause)"
   if image_exists "${ref}"; then return 0; fi
-  src="$(GOFLAGS=-mod=mod GOMODCACHE="${CACHE_DIR}/go/mod" go -C "${HACK_DIR}/tools/kubernetes" list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c"
+  src="$(GOFLAGS=-mod=readonly GOMODCACHE="${CACHE_DIR}/go/mod" go -C "${HACK_DIR}/tools/kubernetes" list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c"
   [[ -f "${src}" ]] || die 4 "no pause.c in the Kubernetes module (${src}); run hack/build-binaries.sh kubernetes first"
   work="$(mktemp -d)"
-  gcc -Os -Wall -static -DVERSION="${KUBERNETES_VERSION}" -o "${work}/pause" "${src}" || die 4 "compiling pause.c failed"
+  gcc -Os -Wall -static -DVERSION="${PAUSE_VERSION}" -o "${work}/pause" "${src}" || die 4 "compiling pause.c failed"
   strip "${work}/pause"
   printf 'FROM scratch\nCOPY pause /pause\nUSER 65535:65535\nENTRYPOINT ["/pause"]\n' >"${work}/Containerfile"
-  podman build --quiet --network none -t "${ref}" -f "${work}/Containerfile" "${work}" >/dev/null ||
+  podman build --quiet --network none -t "${ref}" -t "${PAUSE_ALIAS}" -f "${work}/Containerfile" "${work}" >/dev/null ||
     die 4 "building the pause image failed"
   rm -rf "${work}"
   echo "==> pause: ${ref}" >&2
+}
+
+# Every name an image goes by: the pause image also answers to the tag the examples and
+# the dev cluster's pods use (deploy/examples, devcluster.names.PLACEHOLDER_IMAGE).
+refs_of() {
+  ref_of "$1"
+  if [[ "$1" == pause ]]; then echo "${PAUSE_ALIAS}"; fi
 }
 
 # The podman image id of IMAGE (the digest of its config, which containerd keeps too).
@@ -176,7 +184,9 @@ main() {
       ;;
     --save)
       [[ $# -eq 3 ]] || die 2 "usage: $0 --save IMAGE FILE"
-      podman save --quiet --format docker-archive -o "$3" "$(ref_of "$2")" || die 4 "podman save of $2 failed"
+      mapfile -t refs < <(refs_of "$2")
+      podman save --quiet --multi-image-archive --format docker-archive -o "$3" "${refs[@]}" ||
+        die 4 "podman save of $2 failed"
       return 0
       ;;
   esac

@@ -100,6 +100,13 @@ def cmd_kubectl(args: argparse.Namespace) -> None:
     os.execv(argv[0], argv)
 
 
+def cmd_helm(args: argparse.Namespace) -> None:
+    """Run the pinned helm against the cluster."""
+    helm = ensure_binaries(("helm",)).helm
+    argv = [str(helm), "--kubeconfig", str(_kubeconfig(args)), *args.helm_args]
+    os.execv(argv[0], argv)
+
+
 def cmd_nodes(args: argparse.Namespace) -> None:
     if args.delete:
         print(f"deleted {nodes.delete_generated_nodes(_api(args))} nodes")
@@ -232,6 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("status", cmd_status, "is the cluster up, where, how many nodes"),
         ("kubeconfig", cmd_kubeconfig, "print the cluster's kubeconfig path"),
         ("kubectl", cmd_kubectl, "run the pinned kubectl against the cluster"),
+        ("helm", cmd_helm, "run the pinned helm against the cluster"),
         ("nodes", cmd_nodes, "create fake KWOK nodes"),
         ("workload", cmd_workload, "create generated pods"),
         ("view", cmd_view, "live requested/allocatable per node"),
@@ -243,6 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         _add_common(p)
     parsers["kubectl"].add_argument("kubectl_args", nargs=argparse.REMAINDER, help="kubectl arguments")
+    parsers["helm"].add_argument("helm_args", nargs=argparse.REMAINDER, help="helm arguments")
     parsers["build"].add_argument("groups", nargs="*", help=f"of {' '.join(ALL_GROUPS)}")
     up = parsers["up"]
     up.add_argument("--port", type=int, default=0, help="API server port on 127.0.0.1 (0: any)")

@@ -158,11 +158,10 @@ def up(
     cluster: str,
     kubeconfig: Path,
     *,
-    labels: dict[str, str] | None = None,
     cache: Path | None = None,
     out: TextIO | None = None,
 ) -> NodeLayout:
-    """Start the node of ``cluster`` (whose API server listens on ``config.GATEWAY``) and
+    """Start the node of ``cluster`` (whose API server advertises ``config.GATEWAY``) and
     wait until it is Ready. Idempotent; on failure everything started is stopped."""
     out = out or sys.stderr
     cache = cache or cache_dir()
@@ -176,7 +175,7 @@ def up(
         return layout
     start = time.monotonic()
     try:
-        _start_components(layout, kubeconfig, binaries, labels or {}, out)
+        _start_components(layout, kubeconfig, binaries, out)
         api = core_v1(kubeconfig)
         _wait(layout, "kubelet", lambda: _node_ready(api, layout.node_name), _READY_TIMEOUT_S, "node Ready")
     except BaseException:
@@ -186,9 +185,7 @@ def up(
     return layout
 
 
-def _start_components(
-    layout: NodeLayout, kubeconfig: Path, binaries: Binaries, labels: dict[str, str], out: TextIO
-) -> None:
+def _start_components(layout: NodeLayout, kubeconfig: Path, binaries: Binaries, out: TextIO) -> None:
     write_configs(layout, kubeconfig)
     host.HostRecord.load_or_take(layout.host_record)
     host.create_bridge()
@@ -206,7 +203,6 @@ def _start_components(
         result = images.import_image(layout.containerd_socket, name)
         if not result.skipped:
             print(f"imported {result.ref} into the node in {result.seconds:.1f} s", file=out)
-    node_labels = {"kubernetes.io/os": "linux", **labels}
     if "kubelet" not in running(layout):
         _start(
             layout,
@@ -219,7 +215,7 @@ def _start_components(
                 "--cert-dir", str(layout.kubelet_root / "pki"),
                 "--hostname-override", layout.node_name,
                 "--node-ip", config.GATEWAY,
-                "--node-labels", ",".join(f"{k}={v}" for k, v in sorted(node_labels.items())),
+                "--node-labels", ",".join(f"{k}={v}" for k, v in sorted(config.NODE_LABELS.items())),
             ],
         )  # fmt: skip
     if "kube-proxy" not in running(layout):
