@@ -13,8 +13,21 @@ from scheduler.objects.node import Node
 from scheduler.objects.node_manifest import node_from_manifest
 from scheduler.objects.pod import Pod
 from scheduler.objects.pod_manifest import pod_from_manifest
-from scheduler.resources.gpu import GPU_MILLI_ANNOTATION, GPU_MODEL_ANNOTATION, GPU_MODEL_LABEL
+from scheduler.resources.gpu import (
+    GPU_CORES_RESOURCE,
+    GPU_MEMORY_PERCENT_RESOURCE,
+    GPU_MEMORY_RESOURCE,
+    GPU_PRODUCT_LABEL,
+    GPU_RESOURCE,
+    USE_GPU_TYPE,
+    share_resources,
+)
+from scheduler.resources.hami import REGISTER_ANNOTATION, Device, format_register
 from scheduler.state.cluster_state import ClusterState
+from scheduler.state.gpu_fit import gpus_fitting
+
+GPU_MEMORY_MIB = 16 * 1024
+SPLIT_COUNT = 10
 
 
 def pod_manifest(
@@ -25,7 +38,11 @@ def pod_manifest(
     memory: str | None = None,
     gpus: int = 0,
     gpu_milli: int | None = None,
+    gpu_cores: int | None = None,
+    gpu_memory: int | None = None,
+    gpu_memory_percent: int | None = None,
     gpu_models: str | None = None,
+    annotations: Mapping[str, str] | None = None,
     extra: Mapping[str, str] | None = None,
     labels: Mapping[str, str] | None = None,
     node_name: str | None = None,
@@ -42,13 +59,20 @@ def pod_manifest(
     if memory is not None:
         requests["memory"] = memory
     if gpus:
-        requests["nvidia.com/gpu"] = str(gpus)
+        requests[GPU_RESOURCE] = str(gpus)
+    if gpu_milli is not None:  # a share as the trace writes it: cores and memory alike
+        requests.update(share_resources(gpu_milli))
+    for resource, value in (
+        (GPU_CORES_RESOURCE, gpu_cores),
+        (GPU_MEMORY_RESOURCE, gpu_memory),
+        (GPU_MEMORY_PERCENT_RESOURCE, gpu_memory_percent),
+    ):
+        if value is not None:
+            requests[resource] = str(value)
     requests.update(extra or {})
-    annotations: dict[str, str] = {}
-    if gpu_milli is not None:
-        annotations[GPU_MILLI_ANNOTATION] = str(gpu_milli)
+    all_annotations: dict[str, str] = dict(annotations or {})
     if gpu_models is not None:
-        annotations[GPU_MODEL_ANNOTATION] = gpu_models
+        all_annotations[USE_GPU_TYPE] = gpu_models
     ports = []
     for port in host_ports:
         number, protocol, host_ip = (port, "TCP", "") if isinstance(port, int) else port
@@ -77,7 +101,7 @@ def pod_manifest(
             "namespace": namespace,
             "uid": f"uid-{namespace}-{name}",
             "labels": dict(labels or {}),
-            "annotations": annotations,
+            "annotations": all_annotations,
         },
         "spec": spec,
     }
@@ -95,25 +119,42 @@ def node_manifest(
     pods: int = 110,
     gpus: int = 0,
     model: str | None = None,
+    hami: bool = True,
+    gpu_memory: int = GPU_MEMORY_MIB,
+    split: int = SPLIT_COUNT,
+    devices: Iterable[Device] | None = None,
     extra: Mapping[str, str] | None = None,
     labels: Mapping[str, str] | None = None,
     taints: Iterable[Mapping[str, str]] = (),
     unschedulable: bool = False,
 ) -> dict[str, Any]:
+    """A node; ``gpus`` GPUs of type ``NVIDIA-<model>`` registered by HAMi's device plugin
+    (``devices`` to write the register annotation's devices yourself), or with
+    ``hami=False`` whole GPUs of the plain device plugin (``model`` as GFD's label)."""
     allocatable: dict[str, str] = {"cpu": cpu, "memory": memory, "pods": str(pods)}
-    if gpus:
-        allocatable["nvidia.com/gpu"] = str(gpus)
-    allocatable.update(extra or {})
     all_labels = {"kubernetes.io/hostname": name, **(labels or {})}
-    if model:
-        all_labels[GPU_MODEL_LABEL] = model
+    annotations: dict[str, str] = {}
+    registered = list(devices) if devices is not None else None
+    if registered is None and gpus and hami:
+        registered = [
+            Device(f"GPU-{name}-{i}", i, split, gpu_memory, 100, f"NVIDIA-{model}" if model else "NVIDIA")
+            for i in range(gpus)
+        ]
+    if registered is not None:
+        allocatable[GPU_RESOURCE] = str(sum(d.count for d in registered))
+        annotations[REGISTER_ANNOTATION] = format_register(registered)
+    elif gpus:
+        allocatable[GPU_RESOURCE] = str(gpus)
+        if model:
+            all_labels[GPU_PRODUCT_LABEL] = model
+    allocatable.update(extra or {})
     spec: dict[str, Any] = {"taints": list(taints)}
     if unschedulable:
         spec["unschedulable"] = True
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "labels": all_labels},
+        "metadata": {"name": name, "labels": all_labels, "annotations": annotations},
         "spec": spec,
         "status": {"allocatable": allocatable, "capacity": allocatable},
     }
@@ -129,9 +170,8 @@ def make_state(nodes: Iterable[Node], placed: Iterable[tuple[Pod, str]] = ()) ->
     for pod, node in placed:
         gpus: tuple[int, ...] = ()
         if pod.gpu.count:
-            i = state.node_index[node]
-            free = state.gpu_free_milli[i]
-            gpus = tuple(int(g) for g in np.flatnonzero(free >= pod.gpu.milli_per_gpu)[: pod.gpu.count])
+            fits = gpus_fitting(state, np.array([state.node_index[node]]), pod.gpu)[0]
+            gpus = tuple(int(g) for g in np.flatnonzero(fits)[: pod.gpu.count])
         state.place(pod, node, gpus)
     return state
 

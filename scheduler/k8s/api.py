@@ -29,7 +29,6 @@ from scheduler.k8s.settings import ClientSettings
 from scheduler.k8s.transport import ApiTransport
 from scheduler.k8s.transport import supports as transport_supports
 from scheduler.objects.pod import Pod
-from scheduler.resources.gpu import GPU_INDEX_ANNOTATION
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -37,6 +36,7 @@ T = TypeVar("T")
 NOTE_LIMIT = 1024
 # Names the threads that make the official client's calls.
 WORKER_PREFIX = "kube-api"
+MERGE_PATCH = "application/merge-patch+json"
 
 
 class BindOutcome(Enum):
@@ -66,8 +66,9 @@ def segment(name: str) -> str:
     return quote(name, safe="")
 
 
-def pod_path(pod: Pod, subresource: str) -> str:
-    return f"/api/v1/namespaces/{segment(pod.namespace)}/pods/{segment(pod.name)}/{subresource}"
+def pod_path(pod: Pod, subresource: str = "") -> str:
+    path = f"/api/v1/namespaces/{segment(pod.namespace)}/pods/{segment(pod.name)}"
+    return f"{path}/{subresource}" if subresource else path
 
 
 def truncate_note(message: str) -> str:
@@ -186,14 +187,11 @@ class KubeApi:
 
     # ---- binding --------------------------------------------------------------
 
-    async def bind(self, pod: Pod, node: str, gpu_indices: tuple[int, ...]) -> BindResult:
-        """POST pods/binding with the pod's UID as precondition. The GPUs chosen go in
-        the Binding's annotations, which the API server copies onto the pod."""
+    async def bind(self, pod: Pod, node: str) -> BindResult:
+        """POST pods/binding with the pod's UID as precondition."""
         metadata: dict[str, Any] = {"name": pod.name, "namespace": pod.namespace}
         if pod.uid:
             metadata["uid"] = pod.uid
-        if gpu_indices:
-            metadata["annotations"] = {GPU_INDEX_ANNOTATION: ",".join(map(str, gpu_indices))}
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
@@ -240,6 +238,74 @@ class KubeApi:
         if bound_to:
             return BindResult(BindOutcome.CONFLICT, f"{problem}; bound to {bound_to} meanwhile")
         return BindResult(BindOutcome.ERROR, problem)
+
+    # ---- HAMi's protocol (scheduler.k8s.hami) ------------------------------------
+
+    async def patch_pod_metadata(
+        self, pod: Pod, annotations: Mapping[str, str], labels: Mapping[str, str]
+    ) -> BindResult:
+        """JSON merge patch of the pod's annotations and labels. The pod's UID, when
+        known, goes in too: a pod recreated under the same name refuses it (the UID is
+        immutable), so the decision never lands on another pod."""
+        metadata: dict[str, Any] = {"annotations": dict(annotations), "labels": dict(labels)}
+        if pod.uid:
+            metadata["uid"] = pod.uid
+        patch = {"metadata": metadata}
+        try:
+            await self._write(
+                "PATCH",
+                pod_path(pod),
+                patch,
+                partial(
+                    self.core.patch_namespaced_pod, pod.name, pod.namespace, patch, _content_type=MERGE_PATCH
+                ),
+                content_type=MERGE_PATCH,
+            )
+            return BindResult(BindOutcome.BOUND)
+        except ApiException as error:
+            detail = _reason(error)
+            if error.status == 404:
+                return BindResult(BindOutcome.POD_GONE, detail)
+            if error.status in (409, 422):
+                return BindResult(BindOutcome.CONFLICT, detail)
+            return BindResult(BindOutcome.ERROR, detail)
+        except Exception as error:
+            return BindResult(BindOutcome.ERROR, f"{type(error).__name__}: {error}")
+
+    async def read_node(self, name: str) -> dict[str, Any]:
+        """The node as JSON (raises ``ApiException``)."""
+        node: dict[str, Any] = await self.call_unparsed(self.core.read_node, name, parse=json.loads)
+        return node
+
+    async def patch_node_annotation(
+        self, name: str, key: str, value: str | None, resource_version: str
+    ) -> bool:
+        """Set (or, with None, remove) one annotation of a node if the node is still at
+        ``resource_version``; False when it has changed since (409). Raises otherwise."""
+        patch = {"metadata": {"annotations": {key: value}, "resourceVersion": resource_version}}
+        try:
+            await self._write(
+                "PATCH",
+                f"/api/v1/nodes/{segment(name)}",
+                patch,
+                partial(self.core.patch_node, name, patch, _content_type=MERGE_PATCH),
+                content_type=MERGE_PATCH,
+            )
+        except ApiException as error:
+            if error.status == 409:
+                return False
+            raise
+        return True
+
+    async def pod_exists(self, namespace: str, name: str) -> bool:
+        """Whether the pod exists (raises on anything but an answer)."""
+        try:
+            await self.call_unparsed(self.core.read_namespaced_pod, name, namespace, parse=_ignore)
+        except ApiException as error:
+            if error.status == 404:
+                return False
+            raise
+        return True
 
     # ---- reporting ------------------------------------------------------------
 

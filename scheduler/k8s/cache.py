@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
@@ -25,8 +25,17 @@ from scheduler.errors import SchedulerInputError
 from scheduler.objects.node_manifest import node_from_manifest
 from scheduler.objects.pod import Pod
 from scheduler.objects.pod_manifest import pod_from_manifest
-from scheduler.resources.gpu import GPU_INDEX_ANNOTATION, MAX_GPUS_PER_NODE, NO_GPU
-from scheduler.state.cluster_state import ClusterState
+from scheduler.resources.gpu import MILLI_PER_CORE_PERCENT, MILLI_PER_GPU
+from scheduler.resources.hami import (
+    DEVICE_CORDON_ANNOTATION,
+    DEVICES_ALLOCATED,
+    REGISTER_ANNOTATION,
+    VGPU_NODE,
+    ProtocolError,
+    decode_pod_devices,
+    pod_device_usage,
+)
+from scheduler.state.cluster_state import ClusterState, GpuUse
 
 log = logging.getLogger(__name__)
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -54,18 +63,39 @@ def pod_key(manifest: Mapping[str, Any]) -> str:
     return f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
 
 
-def gpu_indices_from(manifest: Mapping[str, Any]) -> tuple[int, ...] | None:
-    """GPUs a pod was given at bind time (``rl-scheduler.io/gpu-index``), if recorded."""
-    text = ((manifest.get("metadata") or {}).get("annotations") or {}).get(GPU_INDEX_ANNOTATION)
-    if not text:
-        return None
+def init_containers_done(manifest: Mapping[str, Any]) -> bool:
+    """Every init container has exited 0 (HAMi then counts the app containers only)."""
+    spec, status = manifest.get("spec") or {}, manifest.get("status") or {}
+    if not spec.get("initContainers"):
+        return False
+    statuses = status.get("initContainerStatuses") or []
+    if len(statuses) < len(spec["initContainers"]):
+        return False
+    return all(((s.get("state") or {}).get("terminated") or {}).get("exitCode") == 0 for s in statuses)
+
+
+def hami_usage(manifest: Mapping[str, Any], node: str) -> tuple[str, bool, dict[str, tuple[int, int, int]]]:
+    """What the pod holds of each GPU of ``node`` by its ``hami.io/vgpu-devices-allocated``,
+    as HAMi's scheduler counts it: ``(annotation, init done, {uuid: (milli, MiB, slots)})``.
+    Nothing when the pod is HAMi's on another node (``hami.io/vgpu-node``) or has no
+    readable allocation."""
+    metadata, spec = manifest.get("metadata") or {}, manifest.get("spec") or {}
+    annotations = metadata.get("annotations") or {}
+    text = str(annotations.get(DEVICES_ALLOCATED) or "")
+    if not text or annotations.get(VGPU_NODE) != node:
+        return text, False, {}
     try:
-        indices = tuple(int(part) for part in str(text).split(","))
-    except ValueError:
-        return None
-    if any(not 0 <= i < MAX_GPUS_PER_NODE for i in indices) or len(set(indices)) != len(indices):
-        return None
-    return indices
+        devices = decode_pod_devices(text)
+    except ProtocolError as error:
+        log.warning("pod %s: %s: %s", pod_key(manifest), DEVICES_ALLOCATED, error)
+        return text, False, {}
+    done = init_containers_done(manifest)
+    usage = pod_device_usage(devices, len(spec.get("initContainers") or []), done)
+    return (
+        text,
+        done,
+        {u: (d.cores * MILLI_PER_CORE_PERCENT, d.memory_mib, d.slots) for u, d in usage.items()},
+    )
 
 
 class SchedulerCache:
@@ -81,7 +111,10 @@ class SchedulerCache:
         self.assumed: set[str] = set()
         self._node_fingerprints: dict[str, tuple[Any, ...]] = {}
         # Bound pods whose node we have not seen yet (watch events arrive in any order).
-        self._waiting_for_node: dict[str, dict[str, tuple[Pod, tuple[int, ...] | None]]] = {}
+        self._waiting_for_node: dict[str, dict[str, tuple[Pod, Mapping[str, Any]]]] = {}
+        # Placed pods whose GPU usage came from their HAMi allocation annotation, with
+        # what it was read from: init containers ending shrinks it (HAMi's rule).
+        self._usage_source: dict[str, tuple[str, bool]] = {}
         # Pending pods of ours as last parsed, by resourceVersion: the same version comes
         # again from listings (ours, kopf's) and parsing costs more than the rest of an event.
         self._pending: dict[str, tuple[str, Pod]] = {}
@@ -102,11 +135,14 @@ class SchedulerCache:
         self.seen_nodes[name] = self.clock()
         spec, status = manifest.get("spec") or {}, manifest.get("status") or {}
         metadata = manifest.get("metadata") or {}
+        annotations = metadata.get("annotations") or {}
         fingerprint = (
             repr(status.get("allocatable")),
             repr(metadata.get("labels")),
             repr(spec.get("taints")),
             bool(spec.get("unschedulable")),
+            annotations.get(REGISTER_ANNOTATION),
+            annotations.get(DEVICE_CORDON_ANNOTATION),
         )
         if self._node_fingerprints.get(name) == fingerprint:
             return False  # a heartbeat or status change the scheduler does not look at
@@ -115,11 +151,18 @@ class SchedulerCache:
         except SchedulerInputError as error:
             log.warning("ignoring node %s: %s", name, error)
             return False
+        if node.gpu_problem and (
+            name not in self.state.node_index or self._gpu_problem(name) != node.gpu_problem
+        ):
+            log.warning("node %s: GPUs not used: %s", name, node.gpu_problem)
         self._node_fingerprints[name] = fingerprint
         self.state.add_node(node)
-        for pod, gpus in self._waiting_for_node.pop(name, {}).values():
-            self._place(pod, name, gpus)
+        for pod, bound in self._waiting_for_node.pop(name, {}).values():
+            self._place(pod, name, bound)
         return True
+
+    def _gpu_problem(self, name: str) -> str:
+        return self.state.nodes[self.state.node_index[name]].gpu_problem
 
     # ---- namespaces -----------------------------------------------------------
 
@@ -174,7 +217,7 @@ class SchedulerCache:
     def _on_bound(self, key: str, node_name: str, manifest: Mapping[str, Any]) -> PodEvent:
         placement = self.state.placements.get(key)
         labels = (manifest.get("metadata") or {}).get("labels") or {}
-        if placement is not None and placement.node == node_name:
+        if placement is not None and placement.node == node_name and not self._usage_changed(key, manifest):
             self.assumed.discard(key)
             if dict(placement.pod.labels) == labels:
                 return PodEvent(PodChange.BOUND, key, placement.pod)
@@ -187,16 +230,23 @@ class SchedulerCache:
             # The API server accepted it, so this is a field we are stricter on.
             log.warning("bound pod %s cannot be accounted: %s", key, error)
             return PodEvent(PodChange.BOUND, key)
-        known_gpus = placement.gpu_indices if placement is not None and placement.node == node_name else None
         if placement is not None:
             self.state.remove(key)
         self.assumed.discard(key)
-        gpus = known_gpus or gpu_indices_from(manifest)
         if node_name not in self.state.node_index:
-            self._waiting_for_node.setdefault(node_name, {})[key] = (pod, gpus)
+            self._waiting_for_node.setdefault(node_name, {})[key] = (pod, manifest)
         else:
-            self._place(pod, node_name, gpus)
+            self._place(pod, node_name, manifest)
         return PodEvent(PodChange.BOUND, key, pod)
+
+    def _usage_changed(self, key: str, manifest: Mapping[str, Any]) -> bool:
+        """A pod placed from its allocation annotation whose annotation or init
+        containers changed since (HAMi then counts its app containers only)."""
+        source = self._usage_source.get(key)
+        if source is None:
+            return False
+        text = str(((manifest.get("metadata") or {}).get("annotations") or {}).get(DEVICES_ALLOCATED) or "")
+        return source != (text, init_containers_done(manifest))
 
     def _is_assumed(self, key: str, manifest: Mapping[str, Any]) -> bool:
         """We are binding (or bound) this very pod: same key, and the same UID when
@@ -207,25 +257,37 @@ class SchedulerCache:
         assumed_uid = self.state.placements[key].pod.uid
         return not uid or not assumed_uid or uid == assumed_uid
 
-    def _place(self, pod: Pod, node_name: str, gpus: tuple[int, ...] | None) -> None:
-        needed = pod.gpu.count if pod.gpu.milli_per_gpu else 0
-        if gpus is None or len(gpus) != needed:
-            gpus = self._freest_gpus(node_name, needed)
-        if len(gpus) != needed:
-            log.warning("pod %s on %s: node has fewer GPUs than the pod holds", pod.key, node_name)
-            pod, gpus = replace(pod, gpu=NO_GPU), ()
-        self.state.place(pod, node_name, gpus)
-
-    def _freest_gpus(self, node_name: str, needed: int) -> tuple[int, ...]:
-        """GPUs for a pod bound without a record of them (another scheduler, a device
-        plugin): the freest ones."""
+    def _place(self, pod: Pod, node_name: str, manifest: Mapping[str, Any]) -> None:
+        """A bound pod, whoever placed it. On a HAMi node it holds what its
+        ``hami.io/vgpu-devices-allocated`` says (as HAMi's scheduler counts it: nothing
+        without one); elsewhere its GPUs are whole, and which ones the device plugin
+        chose is not written anywhere: the freest are taken."""
         i = self.state.node_index[node_name]
-        free = self.state.gpu_free_milli[i, : int(self.state.gpu_count[i])]
-        order = np.argsort(-free, kind="stable")
-        return tuple(int(g) for g in order[:needed])
+        node = self.state.nodes[i]
+        self._usage_source.pop(pod.key, None)
+        if node.gpu_sharing:
+            text, done, held = hami_usage(manifest, node_name)
+            index = {gpu.uuid: g for g, gpu in enumerate(node.gpus)}
+            usage = tuple(
+                GpuUse(index[uuid], milli, memory, slots, uuid)
+                for uuid, (milli, memory, slots) in held.items()
+                if uuid in index
+            )
+            if held:
+                self._usage_source[pod.key] = (text, done)
+            self.state.place(pod, node_name, usage=usage)
+            return
+        count = int(self.state.gpu_count[i])
+        free = self.state.gpu_free_milli[i, :count]
+        order = np.argsort(-free, kind="stable")[: pod.gpu.count]
+        if len(order) < pod.gpu.count:
+            log.warning("pod %s on %s: node has fewer GPUs than the pod holds", pod.key, node_name)
+        usage = tuple(GpuUse(int(g), MILLI_PER_GPU) for g in order)
+        self.state.place(pod, node_name, usage=usage)
 
     def _release(self, key: str) -> bool:
         self.assumed.discard(key)
+        self._usage_source.pop(key, None)
         for waiting in self._waiting_for_node.values():
             waiting.pop(key, None)
         if key in self.state.placements:

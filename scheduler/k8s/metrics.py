@@ -133,7 +133,8 @@ class Metrics:
         )
         self.bind_failures = Counter(
             "rl_scheduler_bind_failures_total",
-            "Binds the API refused, by outcome (pod-gone, conflict, error).",
+            "Binds that did not happen, by outcome (pod-gone, conflict, error; node-locked: "
+            "another pod held the HAMi node lock too long).",
             ["outcome"],
             registry=r,
         )

@@ -20,6 +20,8 @@ from scheduler.framework.profile import Decision, schedule_pod
 from scheduler.framework.status import Code
 from scheduler.k8s.api import BindOutcome, BindResult, KubeApi
 from scheduler.k8s.cache import PodChange, SchedulerCache, pod_key
+from scheduler.k8s.hami import LockState, NodeLocker, NodeLocks, allocation_text, decision_metadata
+from scheduler.k8s.hami import now as hami_now
 from scheduler.k8s.metrics import Metrics, attempts_label
 from scheduler.k8s.policy import PolicyManager
 from scheduler.k8s.queue import QueuedPod, QueueName, SchedulingQueue
@@ -46,6 +48,11 @@ def pod_requests(pod: Pod) -> dict[str, Any]:
 
 # How often gauges (queue sizes, cluster allocation) are refreshed.
 GAUGE_PERIOD_S = 5.0
+# How long a bind waits for another pod's HAMi node lock (the device plugin releases
+# it after its Allocate) before the pod goes back to the queue to be decided again;
+# and how often, meanwhile, the lock is read again (it expires, its pod may go).
+NODE_LOCK_WAIT_S = 30.0
+NODE_LOCK_RECHECK_S = 5.0
 
 
 class SchedulerRuntime:
@@ -62,6 +69,8 @@ class SchedulerRuntime:
         self.synced = asyncio.Event()
         self._wake = asyncio.Event()
         self._binds: set[asyncio.Task[None]] = set()
+        self.node_locks = NodeLocks()
+        self.locker = NodeLocker(api)
         self.experience: ExperienceLog | None = None
         if settings.experience_dir is not None:
             cap = settings.experience_max_mb * 2**20
@@ -72,6 +81,11 @@ class SchedulerRuntime:
     # ---- watch events ---------------------------------------------------------
 
     def on_node_event(self, event_type: str, manifest: Mapping[str, Any]) -> None:
+        metadata = manifest.get("metadata") or {}
+        if event_type == "DELETED":
+            self.node_locks.forget(str(metadata.get("name")))
+        else:
+            self.node_locks.observe(str(metadata.get("name")), metadata.get("annotations"))
         if self.cache.on_node(event_type, manifest):
             self._cluster_changed("NodeAdd" if event_type == "ADDED" else "NodeUpdate")
 
@@ -184,7 +198,11 @@ class SchedulerRuntime:
         if decision.scheduled:
             self.metrics.decisions.labels(active.source).inc()
             self.cache.assume(pod, decision.node, decision.gpu_indices)
-            self._spawn(self._bind(entry, decision, started))
+            allocation = None
+            if pod.gpu.count and self.cache.state.gpu_sharing[decision.node_index]:
+                # HAMi's device plugin allocates what the pod's annotations say.
+                allocation = allocation_text(pod, self.cache.state.placements[pod.key].gpu_use)
+            self._spawn(self._bind(entry, decision, started, allocation))
             return
         unschedulable = decision.status.code != Code.ERROR
         result = "unschedulable" if unschedulable else "error"
@@ -205,10 +223,44 @@ class SchedulerRuntime:
         self.queue.failed(entry.pod.key, frozenset({"SchedulerError"}), unschedulable=False)
         self._spawn(self.reporter.failed(entry.pod, message, reason=SCHEDULER_ERROR))
 
-    async def _bind(self, entry: QueuedPod, decision: Decision, started: float) -> None:
+    async def _write_decision(self, pod: Pod, node: str, allocation: str) -> BindResult | None:
+        """HAMi's steps before the Binding: the node lock, then the pod's annotations.
+        None when another pod's lock outlasted ``NODE_LOCK_WAIT_S`` (the lock is not ours)."""
+        deadline = time.monotonic() + NODE_LOCK_WAIT_S
+        while True:
+            lock = await self.locker.acquire(pod, node)
+            if lock.state is LockState.TAKEN:
+                break
+            if lock.state is LockState.ERROR:
+                return BindResult(BindOutcome.ERROR, lock.detail)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                log.info("pod %s waited %g s for node %s: %s", pod.key, NODE_LOCK_WAIT_S, node, lock.detail)
+                return None
+            await self.node_locks.changed(node, min(left, NODE_LOCK_RECHECK_S))
+        annotations, labels = decision_metadata(node, allocation, hami_now())
+        result = await self.api.patch_pod_metadata(pod, annotations, labels)
+        if result.outcome is not BindOutcome.BOUND:
+            await self.locker.release(pod, node)
+        return result
+
+    async def _bind(
+        self, entry: QueuedPod, decision: Decision, started: float, allocation: str | None
+    ) -> None:
         pod = entry.pod
         try:
-            result = await self.api.bind(pod, decision.node, decision.gpu_indices)
+            written = BindResult(BindOutcome.BOUND)
+            if allocation is not None:
+                waited = await self._write_decision(pod, decision.node, allocation)
+                if waited is None:
+                    self._lock_wait_over(entry)
+                    return
+                written = waited
+            result = written
+            if written.outcome is BindOutcome.BOUND:
+                result = await self.api.bind(pod, decision.node)
+                if result.outcome is not BindOutcome.BOUND and allocation is not None:
+                    await self.locker.release(pod, decision.node)
         except Exception as error:  # a bug or an unexpected client failure: never lose the pod
             log.exception("bind of %s failed unexpectedly", pod.key)
             result = BindResult(BindOutcome.ERROR, f"{type(error).__name__}: {error}")
@@ -236,6 +288,14 @@ class SchedulerRuntime:
         self.queue.failed(pod.key, frozenset({"DefaultBinder"}), unschedulable=False)
         self._wake.set()
         await self.reporter.failed(pod, f"binding rejected: {result.detail}", reason=SCHEDULER_ERROR)
+
+    def _lock_wait_over(self, entry: QueuedPod) -> None:
+        """Another pod held the node's lock all along: this pod is decided again after a
+        backoff, without a FailedScheduling (nothing is wrong with it)."""
+        self.cache.forget(entry.pod.key)
+        self.metrics.bind_failures.labels("node-locked").inc()
+        self.queue.failed(entry.pod.key, frozenset({"NodeLock"}), unschedulable=False)
+        self._wake.set()
 
     def _record_arrival(self, pod: Pod) -> None:
         """A pod arrived: the trainer's twin draws its workload from these."""

@@ -31,6 +31,7 @@ from scheduler.plugins.registry import default_filters
 from scheduler.policy.graph import NODE_FEATURES, PAIR_FEATURES, POD_FEATURES, GraphBuilder, feasible_nodes
 from scheduler.resources.gpu import MILLI_PER_GPU
 from scheduler.state.cluster_state import ClusterState, IntArray
+from scheduler.state.gpu_fit import gpus_fitting
 
 Observation = dict[str, npt.NDArray[np.float32]]
 
@@ -124,12 +125,12 @@ class SchedulingEnv(gym.Env[Observation, int]):
         return self.episode.arrivals[self.position]
 
     def _gpus(self, pod: Pod, node: int, position: int) -> tuple[int, ...]:
-        if not pod.gpu.milli_per_gpu:
+        if not pod.gpu.count:
             return ()
         if pod.gpu.is_share:
             return (int(self.gpu_choice[position]),)
-        free = self.state.gpu_free_milli[node]
-        return tuple(int(g) for g in np.flatnonzero(free >= pod.gpu.milli_per_gpu)[: pod.gpu.count])
+        fits = gpus_fitting(self.state, np.array([node], np.int64), pod.gpu)[0]
+        return tuple(int(g) for g in np.flatnonzero(fits)[: pod.gpu.count])
 
     def _cluster_frag(self) -> float:
         nodes = np.arange(len(self.state), dtype=np.int64)

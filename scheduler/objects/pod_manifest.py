@@ -6,10 +6,10 @@ Every error names the pod (``namespace/name``) and the field path, e.g.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from scheduler.objects.fields import FieldReader, Manifest
+from scheduler.objects.gpu_request import ContainerGpus, gpu_request
 from scheduler.objects.pod import (
     CPU,
     HostPort,
@@ -24,13 +24,11 @@ from scheduler.objects.selectors import (
 )
 from scheduler.objects.taints import Toleration
 from scheduler.resources.gpu import (
-    GPU_MILLI_ANNOTATION,
-    GPU_MODEL_ANNOTATION,
+    GPU_CORES_RESOURCE,
+    GPU_MEMORY_PERCENT_RESOURCE,
+    GPU_MEMORY_RESOURCE,
     GPU_RESOURCE,
-    MILLI_PER_GPU,
-    NO_GPU,
-    GpuRequest,
-    parse_model_list,
+    PER_GPU_RESOURCES,
 )
 from scheduler.resources.pod_request import ContainerRequest, pod_requests
 from scheduler.resources.quantity import ceil_int, ceil_milli, parse_quantity
@@ -54,7 +52,11 @@ def resource_amounts(reader: FieldReader, raw: Any, path: str) -> dict[str, int]
     return amounts
 
 
-def _container(reader: FieldReader, raw: Any, path: str, *, init: bool) -> ContainerRequest:
+def _container(
+    reader: FieldReader, raw: Any, path: str, *, init: bool
+) -> tuple[ContainerRequest, ContainerGpus]:
+    """The container's requests (without HAMi's per-GPU amounts, which no node
+    advertises and the kubelet drops) and its GPU amounts."""
     item = reader.mapping(raw, path)
     resources = reader.mapping(item.get("resources"), f"{path}.resources")
     requests = resource_amounts(reader, resources.get("requests"), f"{path}.resources.requests")
@@ -62,8 +64,17 @@ def _container(reader: FieldReader, raw: Any, path: str, *, init: bool) -> Conta
     # API defaulting: a limit without a request makes the request equal to the limit.
     for name, amount in limits.items():
         requests.setdefault(name, amount)
+    per_gpu = {name: requests.pop(name) for name in PER_GPU_RESOURCES if name in requests}
+    gpus = ContainerGpus(
+        path=path,
+        init=init,
+        count=requests.get(GPU_RESOURCE, 0),
+        cores=per_gpu.get(GPU_CORES_RESOURCE),
+        memory_mib=per_gpu.get(GPU_MEMORY_RESOURCE),
+        memory_percent=per_gpu.get(GPU_MEMORY_PERCENT_RESOURCE),
+    )
     sidecar = init and reader.string(item.get("restartPolicy"), f"{path}.restartPolicy") == "Always"
-    return ContainerRequest(requests, sidecar)
+    return ContainerRequest(requests, sidecar), gpus
 
 
 def _host_ports(reader: FieldReader, spec: Manifest) -> tuple[HostPort, ...]:
@@ -234,29 +245,6 @@ def _topology_spread(reader: FieldReader, raw: Any) -> tuple[TopologySpreadConst
     return tuple(out)
 
 
-def _gpu_request(
-    reader: FieldReader, requests: Mapping[str, int], annotations: Mapping[str, str]
-) -> GpuRequest:
-    count = requests.get(GPU_RESOURCE, 0)
-    milli_text = annotations.get(GPU_MILLI_ANNOTATION)
-    models = parse_model_list(annotations.get(GPU_MODEL_ANNOTATION, ""))
-    if milli_text is None:
-        milli = MILLI_PER_GPU if count else 0
-    else:
-        path = f"metadata.annotations.{GPU_MILLI_ANNOTATION}"
-        if not count:
-            raise reader.fail(path, f"a GPU share needs {GPU_RESOURCE} in the container requests")
-        try:
-            milli = int(milli_text)
-        except ValueError:
-            raise reader.fail(path, f"{milli_text!r} is not an integer number of milli-GPUs") from None
-        if not 1 <= milli <= MILLI_PER_GPU:
-            raise reader.fail(path, f"must be in 1..{MILLI_PER_GPU}, got {milli}")
-    if not count and not models:
-        return NO_GPU
-    return GpuRequest(count, milli, models)
-
-
 # Volumes that need a scheduler's decision (kube-scheduler's VolumeBinding, VolumeZone,
 # VolumeRestrictions and NodeVolumeLimits plugins): a claim may have to be bound, or
 # provisioned where the pod goes, or may tie the pod to a zone. The other volume types
@@ -306,14 +294,18 @@ def pod_from_manifest(manifest: Manifest) -> Pod:
     spec = reader.mapping(manifest.get("spec"), "spec")
     annotations = reader.string_map(metadata.get("annotations"), "metadata.annotations")
 
-    containers = [
-        _container(reader, c, f"spec.containers[{i}]", init=False)
-        for i, c in enumerate(reader.sequence(spec.get("containers"), "spec.containers"))
-    ]
-    init_containers = [
+    init_parsed = [
         _container(reader, c, f"spec.initContainers[{i}]", init=True)
         for i, c in enumerate(reader.sequence(spec.get("initContainers"), "spec.initContainers"))
     ]
+    parsed = [
+        _container(reader, c, f"spec.containers[{i}]", init=False)
+        for i, c in enumerate(reader.sequence(spec.get("containers"), "spec.containers"))
+    ]
+    containers = [request for request, _ in parsed]
+    init_containers = [request for request, _ in init_parsed]
+    # HAMi numbers containers init first (the order of its allocation annotations).
+    gpu, gpu_reasons = gpu_request(reader, [gpus for _, gpus in init_parsed + parsed], annotations)
     overhead = resource_amounts(reader, spec.get("overhead"), "spec.overhead")
     pod_level = resource_amounts(
         reader,
@@ -339,7 +331,7 @@ def pod_from_manifest(manifest: Manifest) -> Pod:
         requests=requests,
         nonzero_cpu_milli=nonzero.get(CPU, 0),
         nonzero_memory=nonzero.get("memory", 0),
-        gpu=_gpu_request(reader, requests, annotations),
+        gpu=gpu,
         node_name=reader.string(spec.get("nodeName"), "spec.nodeName"),
         node_selector=reader.string_map(spec.get("nodeSelector"), "spec.nodeSelector"),
         required_node_affinity=required_node,
@@ -354,5 +346,5 @@ def pod_from_manifest(manifest: Manifest) -> Pod:
         priority=reader.integer(spec.get("priority"), "spec.priority"),
         scheduler_name=reader.string(spec.get("schedulerName"), "spec.schedulerName", "default-scheduler"),
         scheduling_gates=gates,
-        unsupported=_unsupported(reader, spec, name),
+        unsupported=(*gpu_reasons, *_unsupported(reader, spec, name)),
     )

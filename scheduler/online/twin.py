@@ -22,13 +22,7 @@ from scheduler.framework.profile import Profile, schedule_pod
 from scheduler.objects.node import Node
 from scheduler.objects.pod import CPU, Pod
 from scheduler.objects.pod_manifest import pod_from_manifest
-from scheduler.resources.gpu import (
-    GPU_MILLI_ANNOTATION,
-    GPU_MODEL_ANNOTATION,
-    GPU_RESOURCE,
-    MILLI_PER_GPU,
-    format_model_list,
-)
+from scheduler.resources.gpu import GPU_RESOURCE, MILLI_PER_GPU, USE_GPU_TYPE, share_resources
 from scheduler.state.cluster_state import ClusterState
 from scheduler.state.fragmentation import TypicalPods, pod_shape, typical_pods
 
@@ -57,11 +51,12 @@ class Shape:
         requests = {"cpu": f"{self.cpu_milli}m", "memory": str(self.memory)}
         annotations: dict[str, str] = {}
         if self.gpu_count and self.gpu_milli:
+            # A share as HAMi asks it: cores and memory alike (scheduler.resources.gpu).
             requests[GPU_RESOURCE] = str(self.gpu_count)
             if self.gpu_milli < MILLI_PER_GPU:
-                annotations[GPU_MILLI_ANNOTATION] = str(self.gpu_milli)
+                requests.update(share_resources(self.gpu_milli))
             if self.gpu_models:
-                annotations[GPU_MODEL_ANNOTATION] = format_model_list(self.gpu_models)
+                annotations[USE_GPU_TYPE] = ",".join(self.gpu_models)
         manifest = {
             "metadata": {"name": name, "namespace": "twin", "uid": name, "annotations": annotations},
             "spec": {"containers": [{"name": "c", "resources": {"requests": requests}}]},

@@ -24,8 +24,10 @@ import numpy.typing as npt
 
 from scheduler.plugins.scores.fgd import NodeFragCache
 from scheduler.plugins.scores.fgd_common import cpu_left
-from scheduler.state.cluster_state import ClusterState, IntArray
+from scheduler.resources.gpu import GpuRequest
+from scheduler.state.cluster_state import BoolArray, ClusterState, IntArray
 from scheduler.state.fragmentation import FragmentationModel, PodShape, TypicalPods
+from scheduler.state.gpu_fit import gpus_fitting
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -37,12 +39,11 @@ class _Entry:
     gpu: IntArray
 
 
-def _whole_gpu_state(free: IntArray, shape: PodShape) -> IntArray:
-    """Free shares after taking ``gpu_count`` lowest-index GPUs with room."""
+def _whole_gpu_state(free: IntArray, fits: BoolArray, shape: PodShape) -> IntArray:
+    """Free shares after taking ``gpu_count`` lowest-index GPUs that fit."""
     after = free.copy()
     if shape.gpu_count:
-        room = after >= shape.gpu_milli
-        taken = room & (np.cumsum(room, axis=1) <= shape.gpu_count)
+        taken = fits & (np.cumsum(fits, axis=1) <= shape.gpu_count)
         after -= np.where(taken, shape.gpu_milli, 0)
     return after
 
@@ -53,44 +54,50 @@ class FragDelta:
     def __init__(self, typical: TypicalPods) -> None:
         self.model = FragmentationModel(typical)
         self.node_frag = NodeFragCache(self.model)
-        self._cache: dict[PodShape, _Entry] = {}
+        self._cache: dict[tuple[PodShape, tuple[object, ...]], _Entry] = {}
         self._state_serial = 0
 
-    def _entry(self, state: ClusterState, shape: PodShape) -> _Entry:
+    def _entry(self, state: ClusterState, key: tuple[PodShape, tuple[object, ...]]) -> _Entry:
         if state.serial != self._state_serial:
             self._cache.clear()
             self.node_frag = NodeFragCache(self.model)
             self._state_serial = state.serial
         n = len(state)
-        entry = self._cache.get(shape)
+        entry = self._cache.get(key)
         if entry is None or entry.version.size != n:
             entry = _Entry(np.full(n, -1, np.int64), np.zeros(n), np.full(n, -1, np.int64))
-            self._cache[shape] = entry
+            self._cache[key] = entry
         return entry
 
     def frag(self, state: ClusterState, nodes: IntArray) -> FloatArray:
         """F of the nodes' current states (milli-GPU)."""
         if state.serial != self._state_serial:
-            self._entry(state, PodShape(0, 0, 0))
+            self._entry(state, (PodShape(0, 0, 0), ()))
         return self.node_frag.frag(state, nodes)
 
-    def delta(self, state: ClusterState, shape: PodShape, nodes: IntArray) -> tuple[FloatArray, IntArray]:
-        """``(dF, gpu)`` for ``nodes``; ``gpu`` is the share's GPU (-1 for other pods)."""
-        entry = self._entry(state, shape)
+    def delta(
+        self, state: ClusterState, shape: PodShape, gpu: GpuRequest, nodes: IntArray
+    ) -> tuple[FloatArray, IntArray]:
+        """``(dF, gpu)`` for ``nodes``; ``gpu`` is the share's GPU (-1 for other pods).
+        ``gpu`` (the pod's request) decides which GPUs fit."""
+        entry = self._entry(state, (shape, gpu.gpu_filter_key))
         stale = nodes[entry.version[nodes] != state.node_version[nodes]]
         if stale.size:
             before = self.node_frag.frag(state, stale)
+            fits = gpus_fitting(state, stale, gpu)
             if shape.gpu_count == 1 and 0 < shape.gpu_milli < 1000:
-                after, gpu = self._share(state, shape, stale)
+                after, choice = self._share(state, shape, stale, fits)
             else:
-                after = self._whole(state, shape, stale)
-                gpu = np.full(stale.size, -1, np.int64)
+                after = self._whole(state, shape, stale, fits)
+                choice = np.full(stale.size, -1, np.int64)
             entry.delta[stale] = after - before
-            entry.gpu[stale] = gpu
+            entry.gpu[stale] = choice
             entry.version[stale] = state.node_version[stale]
         return entry.delta[nodes], entry.gpu[nodes]
 
-    def _share(self, state: ClusterState, shape: PodShape, nodes: IntArray) -> tuple[FloatArray, IntArray]:
+    def _share(
+        self, state: ClusterState, shape: PodShape, nodes: IntArray, fits_pod: BoolArray
+    ) -> tuple[FloatArray, IntArray]:
         """F after the share takes each GPU with room; the best GPU per node. Only one
         GPU changes per hypothesis, so the per-typical-pod counts are updated rather
         than recounted (G times less work than ``frag_amount`` on every hypothesis,
@@ -117,12 +124,12 @@ class FragDelta:
             models,
             state.gpu_models,
         ).reshape(batch, gpus)
-        frag = np.where(free >= shape.gpu_milli, frag, np.inf)
+        frag = np.where(fits_pod, frag, np.inf)
         best = frag.argmin(axis=1)
         return frag[np.arange(batch), best], best
 
-    def _whole(self, state: ClusterState, shape: PodShape, nodes: IntArray) -> FloatArray:
-        after = _whole_gpu_state(state.gpu_free_milli[nodes], shape)
+    def _whole(self, state: ClusterState, shape: PodShape, nodes: IntArray, fits: BoolArray) -> FloatArray:
+        after = _whole_gpu_state(state.gpu_free_milli[nodes], fits, shape)
         return self.model.frag_amount(
             cpu_left(state, nodes) - shape.cpu_milli, after, state.gpu_model_id[nodes], state.gpu_models
         )

@@ -365,14 +365,14 @@ class GraphBuilder:
         grows least; whole GPUs are taken as the exclusive-GPU plugins take them."""
         shape = pod_shape(ctx.pod)
         if shape.gpu_count == 1 and 0 < shape.gpu_milli < 1000:
-            _, gpu = self.frag.delta(ctx.state, shape, np.array([node], np.int64))
+            _, gpu = self.frag.delta(ctx.state, shape, ctx.pod.gpu, np.array([node], np.int64))
             return (int(gpu[0]),)
         return exclusive_gpus(ctx, node)
 
     def pair_features(self, state: ClusterState, pod: Pod, nodes: IntArray) -> tuple[FloatArray, IntArray]:
         """``([K, len(PAIR_FEATURES)], gpu choice [K])`` for placing ``pod`` on ``nodes``."""
         shape: PodShape = pod_shape(pod)
-        delta, gpu_choice = self.frag.delta(state, shape, nodes)
+        delta, gpu_choice = self.frag.delta(state, shape, pod.gpu, nodes)
         alloc = state.allocatable[nodes]
         req = state.requested[nodes]
         cpu_cap = alloc[:, CPU_COLUMN].astype(np.float64)

@@ -5,12 +5,11 @@ A bad row never stops a replay: it is reported (file, line, column, problem) and
 skipped; a pod that names an unknown GPU model or is larger than any node is reported
 and kept, so the replay counts it as a pod that failed to schedule.
 
-Trace pods become ordinary pod specs (``trace_pod_manifest``) with the GPU conventions
-of ``scheduler.resources.gpu``: ``num_gpu`` whole GPUs as ``nvidia.com/gpu``, a share
-(``gpu_milli < 1000``) as ``nvidia.com/gpu: 1`` plus the ``rl-scheduler.io/gpu-milli``
-annotation, ``gpu_spec`` as the ``rl-scheduler.io/gpu-model`` annotation. Parsing that
-manifest gives back the same ``Pod`` (tested), so a trace pod, a simulated pod and a
-real pod are one thing.
+Trace nodes and pods become HAMi nodes and pod specs (``scheduler.sim.openb_hami``):
+``num_gpu`` GPUs as ``nvidia.com/gpu``, a share (``gpu_milli < 1000``) as HAMi's
+``nvidia.com/gpucores`` and ``nvidia.com/gpumem-percentage``, ``gpu_spec`` as
+``nvidia.com/use-gputype``. Parsing those manifests gives back the same rows (tested),
+so a trace pod, a simulated pod and a real pod are one thing.
 """
 
 from __future__ import annotations
@@ -20,27 +19,21 @@ import gzip
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from scheduler.errors import SchedulerInputError, TraceError
 from scheduler.objects.node import Node
 from scheduler.objects.node_manifest import node_from_manifest
 from scheduler.objects.pod import Pod
 from scheduler.objects.pod_manifest import pod_from_manifest
-from scheduler.resources.gpu import (
-    GPU_MILLI_ANNOTATION,
-    GPU_MODEL_ANNOTATION,
-    GPU_MODEL_LABEL,
-    GPU_RESOURCE,
-    MAX_GPUS_PER_NODE,
-    MILLI_PER_GPU,
-    format_model_list,
-    parse_model_list,
+from scheduler.resources.gpu import MAX_GPUS_PER_NODE, MILLI_PER_CORE_PERCENT, MILLI_PER_GPU, type_matches
+from scheduler.sim.openb_hami import (
+    TRACE_NAMESPACE,
+    trace_model,
+    trace_node_manifest,
+    trace_pod_manifest,
 )
 
-TRACE_NAMESPACE = "openb"
-# The FGD simulator gives every node room for 1001 pods, so only resources bind.
-TRACE_MAX_PODS = 1001
+__all__ = ["TRACE_NAMESPACE", "trace_node_manifest", "trace_pod_manifest"]
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 
@@ -80,21 +73,6 @@ def _int(where: str, row: dict[str, str], column: str, *, minimum: int = 0) -> i
     return value
 
 
-def trace_node_manifest(name: str, cpu_milli: int, memory_mib: int, gpus: int, model: str) -> dict[str, Any]:
-    allocatable = {"cpu": f"{cpu_milli}m", "memory": f"{memory_mib}Mi", "pods": str(TRACE_MAX_PODS)}
-    labels = {"kubernetes.io/hostname": name}
-    if gpus:
-        allocatable[GPU_RESOURCE] = str(gpus)
-    if model:
-        labels[GPU_MODEL_LABEL] = model
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": labels},
-        "status": {"allocatable": allocatable, "capacity": dict(allocatable)},
-    }
-
-
 def load_nodes(path: Path, issues: TraceIssues | None = None) -> list[Node]:
     """Nodes of an openb node list (``sn,cpu_milli,memory_mib,gpu,model``)."""
     issues = issues if issues is not None else TraceIssues()
@@ -122,35 +100,6 @@ def load_nodes(path: Path, issues: TraceIssues | None = None) -> list[Node]:
     return nodes
 
 
-def trace_pod_manifest(
-    name: str, cpu_milli: int, memory_mib: int, num_gpu: int, gpu_milli: int, gpu_spec: str = ""
-) -> dict[str, Any]:
-    """The pod spec a trace row stands for."""
-    requests = {"cpu": f"{cpu_milli}m", "memory": f"{memory_mib}Mi"}
-    annotations: dict[str, str] = {}
-    if num_gpu:
-        requests[GPU_RESOURCE] = str(num_gpu)
-        if gpu_milli < MILLI_PER_GPU:
-            annotations[GPU_MILLI_ANNOTATION] = str(gpu_milli)
-        models = parse_model_list(gpu_spec)
-        if models:
-            annotations[GPU_MODEL_ANNOTATION] = format_model_list(models)
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": TRACE_NAMESPACE, "annotations": annotations},
-        "spec": {
-            "containers": [
-                {
-                    "name": "task",
-                    "image": "registry.k8s.io/pause:3.10",
-                    "resources": {"requests": requests, "limits": dict(requests)},
-                }
-            ]
-        },
-    }
-
-
 def _pod_row(where: str, row: dict[str, str], issues: TraceIssues) -> Pod:
     name = (row.get("name") or "").strip()
     if not name:
@@ -168,6 +117,9 @@ def _pod_row(where: str, row: dict[str, str], issues: TraceIssues) -> Pod:
         raise TraceError(
             where, "gpu_milli", f"pod {name}: a share ({gpu_milli}) of {num_gpu} GPUs is not supported"
         )
+    if num_gpu and gpu_milli % MILLI_PER_CORE_PERCENT:
+        # HAMi asks cores and memory in whole percents of a GPU.
+        raise TraceError(where, "gpu_milli", f"pod {name}: {gpu_milli} is not a multiple of 10 milli")
     manifest = trace_pod_manifest(
         name,
         _int(where, row, "cpu_milli"),
@@ -194,18 +146,18 @@ def load_pods(path: Path, issues: TraceIssues | None = None) -> list[Pod]:
 def check_pods_against_nodes(pods: list[Pod], nodes: list[Node], issues: TraceIssues) -> None:
     """Report pods that no node of the cluster could ever take (they stay in the replay
     and fail there, as they would in a cluster)."""
-    models = {n.gpu_model for n in nodes if n.gpu_model}
+    types = {n.gpu_model for n in nodes if n.gpu_model}
     largest = {
         "cpu": max((n.allocatable.get("cpu", 0) for n in nodes), default=0),
         "memory": max((n.allocatable.get("memory", 0) for n in nodes), default=0),
     }
     max_gpus = max((n.gpu_count for n in nodes), default=0)
     for pod in pods:
-        if pod.gpu.models and not models.intersection(pod.gpu.models):
-            wanted = format_model_list(pod.gpu.models)
+        if pod.gpu.models and not any(type_matches(t, pod.gpu.models) for t in types):
+            wanted = "|".join(pod.gpu.models)
             issues.add(
                 f"{pod.source}: pod {pod.name}: gpu_spec: unknown GPU model(s) {wanted} "
-                f"(the cluster has {', '.join(sorted(models))})"
+                f"(the cluster has {', '.join(sorted(trace_model(t) for t in types))})"
             )
         for resource, biggest in largest.items():
             if pod.requests.get(resource, 0) > biggest:

@@ -12,13 +12,14 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.objects.node import Node
+from scheduler.objects.node import Gpu, Node
 from scheduler.objects.pod import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Pod
-from scheduler.resources.gpu import GPU_RESOURCE, MAX_GPUS_PER_NODE, MILLI_PER_GPU
+from scheduler.resources.gpu import MAX_GPUS_PER_NODE, MILLI_PER_GPU
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -35,10 +36,23 @@ class StateError(KeyError):
 
 
 @dataclass(frozen=True, slots=True)
+class GpuUse:
+    """What a placed pod holds of one GPU of its node: cores (milli), memory (MiB) and
+    vGPU slots. ``uuid`` keeps it on the same GPU when the node's GPU list changes."""
+
+    index: int
+    milli: int
+    memory_mib: int = 0
+    slots: int = 1
+    uuid: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Placement:
     pod: Pod
     node: str
     gpu_indices: tuple[int, ...]
+    gpu_use: tuple[GpuUse, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +83,15 @@ class ClusterState:
         # Scoring requests (containers without requests count as 100m / 200Mi).
         self._nonzero_requested: IntArray = np.zeros((0, 2), np.int64)
         self._gpu_count: IntArray = np.zeros(0, np.int64)
-        # Free share of each GPU in milli; slots past gpu_count stay 0.
+        # Per GPU (slots past gpu_count stay 0): free cores in milli, memory and free
+        # memory in MiB (0 on GPUs given whole, whose memory is unknown), vGPU slots.
         self._gpu_free_milli: IntArray = np.zeros((0, MAX_GPUS_PER_NODE), np.int64)
+        self._gpu_memory: IntArray = np.zeros_like(self._gpu_free_milli)
+        self._gpu_free_memory: IntArray = np.zeros_like(self._gpu_free_milli)
+        self._gpu_slots: IntArray = np.zeros_like(self._gpu_free_milli)
+        self._gpu_free_slots: IntArray = np.zeros_like(self._gpu_free_milli)
+        # HAMi nodes share GPUs; the others give them whole.
+        self._gpu_sharing: BoolArray = np.zeros(0, np.bool_)
         self._gpu_model_id: IntArray = np.zeros(0, np.int64)
         self.gpu_models: list[str] = []
         # Set from a state-wide clock on every change to a node's row, so a cache that
@@ -90,6 +111,7 @@ class ClusterState:
         self.topology_version = 0
         self._size = 0
         self._masks: dict[Hashable, BoolArray] = {}
+        self._gpu_masks: dict[Hashable, BoolArray] = {}
         self._domains: dict[str, LabelDomains] = {}
         self._masks_version = -1
         for name in resources:
@@ -116,7 +138,7 @@ class ClusterState:
     def _grow(self) -> None:
         capacity = max(16, 2 * self._allocatable.shape[0])
 
-        def grown(array: IntArray) -> IntArray:
+        def grown(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
             out = np.zeros((capacity, *array.shape[1:]), array.dtype)
             out[: array.shape[0]] = array
             return out
@@ -126,6 +148,11 @@ class ClusterState:
         self._nonzero_requested = grown(self._nonzero_requested)
         self._gpu_count = grown(self._gpu_count)
         self._gpu_free_milli = grown(self._gpu_free_milli)
+        self._gpu_memory = grown(self._gpu_memory)
+        self._gpu_free_memory = grown(self._gpu_free_memory)
+        self._gpu_slots = grown(self._gpu_slots)
+        self._gpu_free_slots = grown(self._gpu_free_slots)
+        self._gpu_sharing = grown(self._gpu_sharing)
         self._gpu_model_id = grown(self._gpu_model_id)
         self._node_version = grown(self._node_version)
 
@@ -141,8 +168,7 @@ class ClusterState:
         if node.name in self.node_index:
             return self.update_node(node)
         for name in node.allocatable:
-            if name != GPU_RESOURCE:
-                self._column(name)
+            self._column(name)
         if self._size == self._allocatable.shape[0]:
             self._grow()
         i = self._size
@@ -151,8 +177,7 @@ class ClusterState:
         self.node_index[node.name] = i
         self.pods_on_node.append({})
         self._write_node_row(i, node)
-        self._gpu_free_milli[i] = 0
-        self._gpu_free_milli[i, : node.gpu_count] = MILLI_PER_GPU
+        self._reset_gpus(i)
         self._requested[i] = 0
         self._nonzero_requested[i] = 0
         self.topology_version += 1
@@ -161,25 +186,48 @@ class ClusterState:
     def _write_node_row(self, i: int, node: Node) -> None:
         row = np.zeros(len(self.resource_names), np.int64)
         for name, amount in node.allocatable.items():
-            if name != GPU_RESOURCE:
-                row[self.resource_index[name]] = amount
+            row[self.resource_index[name]] = amount
         self._allocatable[i] = row
         self._gpu_count[i] = node.gpu_count
+        self._gpu_sharing[i] = node.gpu_sharing
         self._gpu_model_id[i] = self._model_id(node.gpu_model)
         self._touch(i)
+
+    def _reset_gpus(self, i: int) -> None:
+        """Node ``i``'s GPUs all free."""
+        gpus = self.nodes[i].gpus
+        count = len(gpus)
+        for array in (
+            self._gpu_free_milli,
+            self._gpu_memory,
+            self._gpu_free_memory,
+            self._gpu_slots,
+            self._gpu_free_slots,
+        ):
+            array[i] = 0
+        self._gpu_free_milli[i, :count] = MILLI_PER_GPU
+        self._gpu_memory[i, :count] = [g.memory_mib for g in gpus]
+        self._gpu_free_memory[i, :count] = self._gpu_memory[i, :count]
+        self._gpu_slots[i, :count] = [g.slots for g in gpus]
+        self._gpu_free_slots[i, :count] = self._gpu_slots[i, :count]
 
     def update_node(self, node: Node) -> int:
         """New allocatable, labels or taints for a known node; its pods stay."""
         i = self.node_index[node.name]
         for name in node.allocatable:
-            if name != GPU_RESOURCE:
-                self._column(name)
+            self._column(name)
         old = self.nodes[i]
         self.nodes[i] = node
         self._write_node_row(i, node)
-        if node.gpu_count != old.gpu_count:
-            self._rebuild_gpus(i)
-        if node.labels != old.labels or node.taints != old.taints or node.unschedulable != old.unschedulable:
+        gpus_changed = node.gpus != old.gpus or node.gpu_sharing != old.gpu_sharing
+        if gpus_changed:
+            self._rebuild_gpus(i, old.gpus)
+        if (
+            gpus_changed
+            or node.labels != old.labels
+            or node.taints != old.taints
+            or node.unschedulable != old.unschedulable
+        ):
             self.topology_version += 1
         return i
 
@@ -187,14 +235,24 @@ class ClusterState:
         self._clock += 1
         self._node_version[i] = self._clock
 
-    def _rebuild_gpus(self, i: int) -> None:
-        self._gpu_free_milli[i] = 0
-        self._gpu_free_milli[i, : self._gpu_count[i]] = MILLI_PER_GPU
-        for key in self.pods_on_node[i]:
+    def _rebuild_gpus(self, i: int, old_gpus: tuple[Gpu, ...]) -> None:
+        """The node's GPUs changed: its pods keep the GPUs they hold, found by UUID (by
+        index where the GPUs have none); what no longer exists is let go."""
+        self._reset_gpus(i)
+        gpus = self.nodes[i].gpus
+        by_uuid = {g.uuid: k for k, g in enumerate(gpus) if g.uuid}
+        for key in list(self.pods_on_node[i]):
             placement = self.placements[key]
-            for g in placement.gpu_indices:
-                if g < MAX_GPUS_PER_NODE:
-                    self._gpu_free_milli[i, g] -= placement.pod.gpu.milli_per_gpu
+            kept = []
+            for use in placement.gpu_use:
+                uuid = use.uuid or (old_gpus[use.index].uuid if use.index < len(old_gpus) else "")
+                index = by_uuid.get(uuid, -1) if uuid else (use.index if use.index < len(gpus) else -1)
+                if index >= 0:
+                    kept.append(replace(use, index=index, uuid=uuid))
+            self.placements[key] = replace(
+                placement, gpu_indices=tuple(u.index for u in kept), gpu_use=tuple(kept)
+            )
+            self._take(i, kept, 1)
 
     def remove_node(self, name: str) -> list[Pod]:
         """Drop a node; returns the pods that were on it (they are no longer placed)."""
@@ -216,6 +274,11 @@ class ClusterState:
                 self._nonzero_requested,
                 self._gpu_count,
                 self._gpu_free_milli,
+                self._gpu_memory,
+                self._gpu_free_memory,
+                self._gpu_slots,
+                self._gpu_free_slots,
+                self._gpu_sharing,
                 self._gpu_model_id,
             ):
                 array[i] = array[last]
@@ -238,25 +301,58 @@ class ClusterState:
         row[self.resource_index[PODS]] = 1
         return row
 
-    def place(self, pod: Pod, node: str, gpu_indices: tuple[int, ...] = ()) -> None:
-        """Account for ``pod`` on ``node`` using the GPUs ``gpu_indices``."""
+    def gpu_use(self, pod: Pod, node: int, gpu_indices: tuple[int, ...]) -> tuple[GpuUse, ...]:
+        """What ``pod`` takes of each of ``gpu_indices`` on node row ``node``."""
+        gpus = self.nodes[node].gpus
+        return tuple(
+            GpuUse(
+                g,
+                pod.gpu.milli_per_gpu,
+                pod.gpu.memory_on(int(self._gpu_memory[node, g])),
+                1,
+                gpus[g].uuid if g < len(gpus) else "",
+            )
+            for g in gpu_indices
+        )
+
+    def _take(self, i: int, usage: Iterable[GpuUse], sign: int) -> None:
+        for use in usage:
+            self._gpu_free_milli[i, use.index] -= sign * use.milli
+            self._gpu_free_memory[i, use.index] -= sign * use.memory_mib
+            self._gpu_free_slots[i, use.index] -= sign * use.slots
+
+    def place(
+        self,
+        pod: Pod,
+        node: str,
+        gpu_indices: tuple[int, ...] = (),
+        usage: tuple[GpuUse, ...] | None = None,
+    ) -> None:
+        """Account for ``pod`` on ``node`` using the GPUs ``gpu_indices`` (each giving
+        the pod's request), or holding ``usage`` when given (what its allocation
+        annotation says, whoever placed it)."""
         if pod.key in self.placements:
             raise StateError(f"pod {pod.key} is already placed on {self.placements[pod.key].node}")
         i = self.node_index.get(node)
         if i is None:
             raise StateError(f"pod {pod.key}: node {node!r} is not in the cluster state")
-        if len(gpu_indices) != (pod.gpu.count if pod.gpu.milli_per_gpu else 0):
-            raise StateError(f"pod {pod.key}: needs {pod.gpu.count} GPU indices, got {gpu_indices}")
+        if usage is None:
+            if len(gpu_indices) != pod.gpu.count or len(set(gpu_indices)) != len(gpu_indices):
+                raise StateError(
+                    f"pod {pod.key}: needs {pod.gpu.count} distinct GPU indices, got {gpu_indices}"
+                )
+            usage = self.gpu_use(pod, i, gpu_indices)
+        count = int(self._gpu_count[i])
+        if any(not 0 <= use.index < count for use in usage):
+            raise StateError(f"pod {pod.key}: GPU indices {[u.index for u in usage]} on a node with {count}")
         for name in pod.requests:
-            if name != GPU_RESOURCE:
-                self._column(name)
+            self._column(name)
         self._requested[i] += self.request_vector(pod)
         self._nonzero_requested[i, 0] += pod.nonzero_cpu_milli
         self._nonzero_requested[i, 1] += pod.nonzero_memory
-        for g in gpu_indices:
-            self._gpu_free_milli[i, g] -= pod.gpu.milli_per_gpu
+        self._take(i, usage, 1)
         self._touch(i)
-        self.placements[pod.key] = Placement(pod, node, gpu_indices)
+        self.placements[pod.key] = Placement(pod, node, tuple(u.index for u in usage), usage)
         self.pods_on_node[i][pod.key] = pod
         if pod.pod_anti_affinity.required:
             self.anti_affinity_pod_keys.add(pod.key)
@@ -271,7 +367,7 @@ class ClusterState:
         read ``pods_on_node`` each cycle."""
         placement = self.placements[pod_key]
         pod = replace(placement.pod, labels=dict(labels))
-        self.placements[pod_key] = Placement(pod, placement.node, placement.gpu_indices)
+        self.placements[pod_key] = replace(placement, pod=pod)
         self.pods_on_node[self.node_index[placement.node]][pod_key] = pod
         return pod
 
@@ -283,8 +379,7 @@ class ClusterState:
         self._requested[i] -= self.request_vector(pod)
         self._nonzero_requested[i, 0] -= pod.nonzero_cpu_milli
         self._nonzero_requested[i, 1] -= pod.nonzero_memory
-        for g in placement.gpu_indices:
-            self._gpu_free_milli[i, g] += pod.gpu.milli_per_gpu
+        self._take(i, placement.gpu_use, -1)
         self._touch(i)
         del self.pods_on_node[i][pod_key]
         self.anti_affinity_pod_keys.discard(pod_key)
@@ -319,6 +414,29 @@ class ClusterState:
         return self._gpu_free_milli[: self._size]
 
     @property
+    def gpu_memory(self) -> IntArray:
+        """``[N, MAX_GPUS]`` memory of each GPU, MiB (0: a GPU given whole)."""
+        return self._gpu_memory[: self._size]
+
+    @property
+    def gpu_free_memory(self) -> IntArray:
+        return self._gpu_free_memory[: self._size]
+
+    @property
+    def gpu_slots(self) -> IntArray:
+        """``[N, MAX_GPUS]`` vGPU slots of each GPU (1 on a GPU given whole)."""
+        return self._gpu_slots[: self._size]
+
+    @property
+    def gpu_free_slots(self) -> IntArray:
+        return self._gpu_free_slots[: self._size]
+
+    @property
+    def gpu_sharing(self) -> BoolArray:
+        """``[N]`` whether the node's GPUs are HAMi's, which take shares."""
+        return self._gpu_sharing[: self._size]
+
+    @property
     def gpu_model_id(self) -> IntArray:
         """Index into ``gpu_models``; -1 where the node has no known model."""
         return self._gpu_model_id[: self._size]
@@ -348,6 +466,21 @@ class ClusterState:
             self._masks[key] = mask
         return mask
 
+    def gpu_mask(self, key: Hashable, predicate: Callable[[Gpu], bool]) -> BoolArray:
+        """``[N, MAX_GPUS]``: ``predicate`` over every GPU (False past ``gpu_count``),
+        memoised under ``key`` like ``node_mask``. The GPU filter matches types, UUIDs
+        and modes with it."""
+        self._expire_node_caches()
+        mask = self._gpu_masks.get(key)
+        if mask is None:
+            mask = np.zeros((self._size, MAX_GPUS_PER_NODE), np.bool_)
+            for i, node in enumerate(self.nodes):
+                for g, gpu in enumerate(node.gpus):
+                    mask[i, g] = predicate(gpu)
+            mask.flags.writeable = False
+            self._gpu_masks[key] = mask
+        return mask
+
     def label_domains(self, key: str) -> LabelDomains:
         """The nodes' values of label ``key`` as small integers, memoised like
         ``node_mask``. Topology filters count pods per domain with ``np.bincount``."""
@@ -367,9 +500,10 @@ class ClusterState:
 
     def _expire_node_caches(self) -> None:
         stale = self._masks_version != self.topology_version
-        if stale or len(self._masks) + len(self._domains) > _MAX_MASKS:
+        if stale or len(self._masks) + len(self._domains) + len(self._gpu_masks) > _MAX_MASKS:
             self._masks.clear()
             self._domains.clear()
+            self._gpu_masks.clear()
             self._masks_version = self.topology_version
 
     def pods(self) -> Iterator[Placement]:

@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from scheduler.objects.pod import Pod
-from scheduler.resources.gpu import format_model_list, parse_model_list
+from scheduler.resources.gpu import parse_model_list, type_matches
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -46,7 +46,7 @@ class PodShape:
     cpu_milli: int
     gpu_milli: int
     gpu_count: int
-    gpu_type: str = ""  # "V100M16|V100M32"; empty for any model
+    gpu_type: str = ""  # "V100M16|V100M32" (``GpuRequest.type_constraint``); empty for any type
 
     def sort_key(self) -> tuple[int, int, int, str]:
         return (self.cpu_milli, self.gpu_milli, self.gpu_count, self.gpu_type)
@@ -57,7 +57,7 @@ def pod_shape(pod: Pod) -> PodShape:
     count = pod.gpu.count if pod.gpu.milli_per_gpu else 0
     if not count:
         return PodShape(pod.cpu_milli, 0, 0)
-    return PodShape(pod.cpu_milli, pod.gpu.milli_per_gpu, count, format_model_list(pod.gpu.models))
+    return PodShape(pod.cpu_milli, pod.gpu.milli_per_gpu, count, pod.gpu.type_constraint)
 
 
 @dataclass(frozen=True)
@@ -80,13 +80,14 @@ class TypicalPods:
         return np.array([s.gpu_count for s in self.shapes], np.int64)
 
     def accessible(self, gpu_models: Sequence[str]) -> npt.NDArray[np.bool_]:
-        """``[T, M + 1]``: may shape t run on model m? Column M is "no known model"."""
+        """``[T, M + 1]``: may shape t run on GPU type m? Column M is "no known type"."""
         out = np.ones((len(self.shapes), len(gpu_models) + 1), np.bool_)
         for t, shape in enumerate(self.shapes):
-            models = parse_model_list(shape.gpu_type)
-            if models:
-                out[t, :-1] = [m in models for m in gpu_models]
-                out[t, -1] = False
+            models, excluded = parse_model_list(shape.gpu_type)
+            if models or excluded:
+                # HAMi's CheckType: a GPU type matches an accepted entry it contains.
+                out[t, :-1] = [type_matches(m, models, excluded) for m in gpu_models]
+                out[t, -1] = not models  # an unknown type is refused only by a list of accepted types
         return out
 
 

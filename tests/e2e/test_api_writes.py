@@ -1,20 +1,23 @@
-"""The writes the scheduler makes per pod (bind, event, PodScheduled condition), as the
-API server sees them, through both paths of ``KubeApi``: the aiohttp transport and the
-official client (used where the transport cannot reproduce the Configuration)."""
+"""The writes the scheduler makes per pod (HAMi's annotations, bind, event,
+PodScheduled condition) and the node lock's, as the API server sees them, through both
+paths of ``KubeApi``: the aiohttp transport and the official client (used where the
+transport cannot reproduce the Configuration)."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from scheduler.k8s.api import BindOutcome, KubeApi
 from scheduler.k8s.settings import ClientSettings
 from scheduler.objects.pod import Pod
-from scheduler.resources.gpu import GPU_INDEX_ANNOTATION
+from scheduler.resources.hami import NODE_LOCK_ANNOTATION, VGPU_NODE
 from tests.e2e.support import delete_namespace_pods, ensure_namespace, run_then_close
 from tests.e2e.workloads import pod
 
@@ -50,23 +53,37 @@ def test_bind_event_and_condition_reach_the_api_server(
     bound, waiting, gone = (created(core, f"{kind}-{suffix}") for kind in ("bound", "waiting", "gone"))
     core.delete_namespaced_pod(gone.name, NAMESPACE, grace_period_seconds=0)
     renamed = Pod(name=bound.name, namespace=NAMESPACE, uid="not-its-uid")
+    decision = ({VGPU_NODE: "node-a", "hami.io/bind-phase": "allocating"}, {VGPU_NODE: "node-a"})
 
     async def scenario() -> list[BindOutcome]:
         outcomes = [
-            (await api.bind(bound, "node-a", (0, 3))).outcome,
-            (await api.bind(bound, "node-b", ())).outcome,  # already bound
-            (await api.bind(renamed, "node-b", ())).outcome,  # the UID precondition
-            (await api.bind(gone, "node-a", ())).outcome,
+            (await api.patch_pod_metadata(renamed, *decision)).outcome,  # the UID is immutable
+            (await api.patch_pod_metadata(gone, *decision)).outcome,
+            (await api.patch_pod_metadata(bound, *decision)).outcome,
+            (await api.bind(bound, "node-a")).outcome,
+            (await api.bind(bound, "node-b")).outcome,  # already bound
+            (await api.bind(renamed, "node-b")).outcome,  # the UID precondition
+            (await api.bind(gone, "node-a")).outcome,
         ]
         await api.post_event(bound, type_="Normal", reason="Scheduled", action="Binding", note="x" * 2000)
         await api.set_pod_scheduled_condition(waiting, reason="Unschedulable", message=UNSCHEDULABLE)
         return outcomes
 
     outcomes = run_then_close(api, scenario)
-    assert outcomes == [BindOutcome.BOUND, BindOutcome.CONFLICT, BindOutcome.CONFLICT, BindOutcome.POD_GONE]
+    assert outcomes == [
+        BindOutcome.CONFLICT,
+        BindOutcome.POD_GONE,
+        BindOutcome.BOUND,
+        BindOutcome.BOUND,
+        BindOutcome.CONFLICT,
+        BindOutcome.CONFLICT,
+        BindOutcome.POD_GONE,
+    ]
     after = core.read_namespaced_pod(bound.name, NAMESPACE)
     assert after.spec.node_name == "node-a"
-    assert after.metadata.annotations[GPU_INDEX_ANNOTATION] == "0,3"
+    assert after.metadata.annotations[VGPU_NODE] == "node-a"
+    assert after.metadata.annotations["hami.io/bind-phase"] == "allocating"
+    assert after.metadata.labels[VGPU_NODE] == "node-a"
     events = client.EventsV1Api(core.api_client).list_namespaced_event(NAMESPACE).items
     [event] = [e for e in events if e.regarding.uid == bound.uid]
     assert (event.reason, event.type, event.action) == ("Scheduled", "Normal", "Binding")
@@ -80,3 +97,32 @@ def test_bind_event_and_condition_reach_the_api_server(
     assert (scheduled.status, scheduled.reason) == ("False", "Unschedulable")
     assert scheduled.message == UNSCHEDULABLE
     delete_namespace_pods(core, NAMESPACE)
+
+
+@pytest.mark.parametrize("path", [with_transport, official_client], ids=["transport", "official-client"])
+def test_the_node_lock_is_set_and_removed_only_at_the_version_read(
+    dev_cluster: Any, path: Callable[[KubeApi], KubeApi]
+) -> None:
+    core = dev_cluster.core_v1()
+    name = f"lock-node-{path.__name__.replace('_', '-')}"
+    with contextlib.suppress(ApiException):
+        core.create_node(client.V1Node(metadata=client.V1ObjectMeta(name=name)))
+    api = path(KubeApi(ClientSettings(kubeconfig=dev_cluster.kubeconfig), "writes-test", "tester"))
+    missing = Pod(name="no-such-pod", namespace=NAMESPACE)
+
+    async def scenario() -> tuple[bool, bool, bool, bool]:
+        version = (await api.read_node(name))["metadata"]["resourceVersion"]
+        taken = await api.patch_node_annotation(
+            name, NODE_LOCK_ANNOTATION, "2026-01-01T00:00:00Z,a,b", version
+        )
+        stale = await api.patch_node_annotation(name, NODE_LOCK_ANNOTATION, None, version)  # changed since
+        version = (await api.read_node(name))["metadata"]["resourceVersion"]
+        released = await api.patch_node_annotation(name, NODE_LOCK_ANNOTATION, None, version)
+        return taken, stale, released, await api.pod_exists(missing.namespace, missing.name)
+
+    try:
+        assert run_then_close(api, scenario) == (True, False, True, False)
+        annotations = core.read_node(name).metadata.annotations or {}
+        assert NODE_LOCK_ANNOTATION not in annotations
+    finally:
+        core.delete_node(name)

@@ -62,7 +62,6 @@ def test_assumed_pods_are_confirmed_by_the_watch_or_forgotten() -> None:
     assert cache.state.gpu_free_milli[0, 1] == 500
     manifest = ours("p", cpu="1", gpus=1, gpu_milli=500)
     manifest["spec"]["nodeName"] = "n1"
-    manifest["metadata"]["annotations"]["rl-scheduler.io/gpu-index"] = "1"
     assert cache.on_pod("MODIFIED", manifest).change is PodChange.BOUND
     assert not cache.assumed
     assert cache.state.gpu_free_milli[0].tolist()[:2] == [1000, 500]
@@ -134,13 +133,12 @@ def test_a_pending_pod_is_parsed_once_per_resource_version() -> None:
     assert not cache._pending  # nothing kept for pods that left
 
 
-def test_gpus_of_pods_bound_elsewhere_come_from_the_annotation_or_the_freest() -> None:
-    cache = cache_with_nodes("n1", gpus=4, model="T4")
-    annotated = bound("a", "n1", gpus=1, gpu_milli=300)
-    annotated["metadata"]["annotations"]["rl-scheduler.io/gpu-index"] = "2"
-    cache.on_pod("ADDED", annotated)
+def test_whole_gpus_bound_on_a_node_without_hami_take_the_freest() -> None:
+    cache = cache_with_nodes("n1", gpus=4, model="T4", hami=False)
+    cache.on_pod("ADDED", bound("a", "n1", gpus=1))
     cache.on_pod("ADDED", bound("b", "n1", gpus=2))
-    assert cache.state.gpu_free_milli[0, :4].tolist() == [0, 0, 700, 1000]
+    assert cache.state.gpu_free_milli[0, :4].tolist() == [0, 0, 0, 1000]
+    assert cache.state.requested[0, cache.state.column("nvidia.com/gpu")] == 3
 
 
 def test_heartbeats_do_not_count_as_cluster_changes() -> None:
@@ -155,12 +153,11 @@ def test_heartbeats_do_not_count_as_cluster_changes() -> None:
 
 def test_bad_pods_of_ours_are_reported_not_queued() -> None:
     cache = cache_with_nodes("n1")
-    manifest = ours("bad", gpus=1)
-    manifest["metadata"]["annotations"]["rl-scheduler.io/gpu-milli"] = "lots"
-    event = cache.on_pod("ADDED", manifest)
+    event = cache.on_pod("ADDED", ours("bad", gpus=1, gpu_cores=150))
     assert event.change is PodChange.INVALID
-    assert "pod default/bad: metadata.annotations.rl-scheduler.io/gpu-milli: 'lots' is not an integer" in str(
-        event.error
+    assert (
+        "pod default/bad: spec.containers[0].resources.nvidia.com/gpucores: must be a percentage in 0..100, "
+        "got 150" in str(event.error)
     )
 
 

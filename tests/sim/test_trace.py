@@ -5,13 +5,16 @@ from pathlib import Path
 
 import pytest
 
+from scheduler.objects.node_manifest import node_from_manifest
 from scheduler.objects.pod_manifest import pod_from_manifest
 from scheduler.sim.catalog import node_list_path, pod_list_path
+from scheduler.sim.openb_hami import TRACE_SPLIT_COUNT, trace_node_row, trace_pod_row
 from scheduler.sim.trace import (
     TraceIssues,
     check_pods_against_nodes,
     load_nodes,
     load_pods,
+    trace_node_manifest,
     trace_pod_manifest,
 )
 
@@ -117,28 +120,54 @@ def test_missing_columns_and_files_are_clear(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "row",
+    ("row", "gpu_resources", "annotations"),
     [
-        (12000, 16384, 1, 1000, ""),
-        (6000, 12288, 1, 460, ""),
-        (88000, 327680, 8, 1000, ""),
-        (16000, 32768, 1, 1000, "V100M16|V100M32"),
-        (4000, 15258, 0, 0, ""),
+        ((12000, 16384, 1, 1000, ""), {"nvidia.com/gpu": "1"}, {}),
+        (
+            (6000, 12288, 1, 460, ""),
+            {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "46", "nvidia.com/gpumem-percentage": "46"},
+            {},
+        ),
+        ((88000, 327680, 8, 1000, ""), {"nvidia.com/gpu": "8"}, {}),
+        (
+            (16000, 32768, 1, 1000, "V100M16|V100M32"),
+            {"nvidia.com/gpu": "1"},
+            {"nvidia.com/use-gputype": "V100M16,V100M32"},
+        ),
+        ((4000, 15258, 0, 0, ""), {}, {}),
     ],
 )
-def test_trace_pod_manifest_round_trips(row: tuple[int, int, int, int, str]) -> None:
-    cpu, memory, num_gpu, gpu_milli, spec = row
-    pod = pod_from_manifest(trace_pod_manifest("p", cpu, memory, num_gpu, gpu_milli, spec))
-    assert (
-        pod.cpu_milli,
-        pod.memory,
-        pod.gpu.count,
-        pod.gpu.milli_per_gpu if num_gpu else 0,
-        "|".join(pod.gpu.models),
-    ) == (
-        cpu,
-        memory * 2**20,
-        num_gpu,
-        gpu_milli,
-        spec,
+def test_a_trace_pod_is_a_hami_pod_and_back(
+    row: tuple[int, int, int, int, str], gpu_resources: dict[str, str], annotations: dict[str, str]
+) -> None:
+    manifest = trace_pod_manifest("p", *row)
+    requests = manifest["spec"]["containers"][0]["resources"]["requests"]
+    assert {k: v for k, v in requests.items() if k.startswith("nvidia.com/")} == gpu_resources
+    assert manifest["metadata"]["annotations"] == annotations
+    assert trace_pod_row(pod_from_manifest(manifest)) == row
+
+
+@pytest.mark.parametrize(
+    ("row", "memory_mib"),
+    [
+        ((64000, 262144, 2, "P100"), 16384),
+        ((96000, 786432, 8, "V100M32"), 32768),
+        ((32000, 131072, 0, ""), 0),
+    ],
+)
+def test_a_trace_node_is_a_hami_node_and_back(row: tuple[int, int, int, str], memory_mib: int) -> None:
+    node = node_from_manifest(trace_node_manifest("n", *row))
+    assert trace_node_row(node) == row
+    assert node.gpu_sharing is bool(row[2])
+    assert node.allocatable.get("nvidia.com/gpu", 0) == row[2] * TRACE_SPLIT_COUNT
+    assert [g.memory_mib for g in node.gpus] == [memory_mib] * row[2]
+    assert [g.type for g in node.gpus] == [f"NVIDIA-{row[3]}"] * row[2]
+
+
+def test_a_share_that_is_no_whole_percent_is_reported(tmp_path: Path) -> None:
+    issues = TraceIssues()
+    pods = load_pods(
+        write(tmp_path, "pods.csv", POD_HEADER + "p1,1000,1024,1,455,,LS,Running,0,1,0\n"), issues
     )
+    assert pods == []
+    assert issues.messages == ["pods.csv:2: gpu_milli: pod p1: 455 is not a multiple of 10 milli"]

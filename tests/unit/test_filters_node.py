@@ -90,10 +90,10 @@ CASES = [
     pytest.param(
         NodeResourcesFit(),
         make_pod(gpus=4),
-        [make_node("n1", gpus=1)],
+        [make_node("n1", gpus=1), make_node("n2", gpus=2, hami=False), make_node("n3", gpus=4, hami=False)],
         [],
-        expect(n1=""),
-        id="fit: nvidia.com/gpu is ignored here (GpuShare checks it)",
+        expect(n1="", n2="Insufficient nvidia.com/gpu", n3=""),
+        id="fit: nvidia.com/gpu counted as the kubelet counts it (n1: 1 GPU x 10 vGPUs)",
     ),
     # ---- GpuShare ----
     pytest.param(
@@ -122,15 +122,67 @@ CASES = [
     ),
     pytest.param(
         GpuShare(),
-        make_pod(gpus=1, gpu_models="V100M16|V100M32"),
+        make_pod(gpus=1, gpu_models="V100M16,V100M32"),
         [make_node("n1", gpus=1, model="V100M32"), make_node("n2", gpus=8, model="G3"), make_node("n3")],
         [],
         expect(
             n1="",
-            n2="node(s) didn't match the requested GPU model",
-            n3="node(s) didn't match the requested GPU model",
+            n2="node(s) didn't match the pod's GPU type, UUID or mode",
+            n3="node(s) didn't match the pod's GPU type, UUID or mode",
         ),
-        id="gpu: model constraint",
+        id="gpu: type constraint (a substring of NVIDIA-V100M32)",
+    ),
+    pytest.param(
+        GpuShare(),
+        make_pod(gpus=1, gpu_memory=8000),
+        [make_node("n1", gpus=1, gpu_memory=16384), make_node("n2", gpus=1, gpu_memory=16384)],
+        [(make_pod("old", gpus=1, gpu_cores=10, gpu_memory=9000), "n1")],
+        expect(n1="Insufficient nvidia.com/gpu", n2=""),
+        id="gpu: memory 8000 > 16384-9000 MiB free on n1, whatever its cores",
+    ),
+    pytest.param(
+        GpuShare(),
+        make_pod(gpus=1, gpu_cores=10, gpu_memory=100),
+        [make_node("n1", gpus=1, split=2), make_node("n2", gpus=1, split=3)],
+        [(make_pod(f"old{i}", gpus=1, gpu_cores=10, gpu_memory=100), "n1") for i in range(2)]
+        + [
+            (make_pod(f"old{i}", namespace="other", gpus=1, gpu_cores=10, gpu_memory=100), "n2")
+            for i in range(2)
+        ],
+        expect(n1="Insufficient nvidia.com/gpu", n2=""),
+        id="gpu: vGPU slots: n1's 2 taken, n2 has 1 of 3 left",
+    ),
+    pytest.param(
+        GpuShare(),
+        make_pod(gpus=1),
+        [make_node("n1", gpus=1), make_node("n2", gpus=1)],
+        [(make_pod("old", gpus=1, gpu_cores=0, gpu_memory=100), "n1")],
+        expect(n1="Insufficient nvidia.com/gpu", n2=""),
+        id="gpu: a whole GPU needs one nobody uses, even without cores (HAMi's exclusive rule)",
+    ),
+    pytest.param(
+        GpuShare(),
+        make_pod(gpus=1, gpu_cores=0, gpu_memory=100),
+        [make_node("n1", gpus=1), make_node("n2", gpus=1)],
+        [(make_pod("old", gpus=1, gpu_milli=1000), "n1")],
+        expect(n1="Insufficient nvidia.com/gpu", n2=""),
+        id="gpu: no cores asked, but a GPU whose cores are all taken refuses it",
+    ),
+    pytest.param(
+        GpuShare(),
+        make_pod(gpus=1, gpu_milli=300),
+        [make_node("n1", gpus=2, hami=False), make_node("n2", gpus=1)],
+        [],
+        expect(n1="node(s) had no HAMi vGPU devices (GPUs given whole)", n2=""),
+        id="gpu: a share needs HAMi; the plain device plugin gives GPUs whole",
+    ),
+    pytest.param(
+        GpuShare(),
+        make_pod(gpus=1, annotations={"nvidia.com/use-gpuuuid": "GPU-n2-1"}),
+        [make_node("n1", gpus=2), make_node("n2", gpus=2)],
+        [(make_pod("old", gpus=1, gpu_milli=1000), "n2")],
+        expect(n1="node(s) didn't match the pod's GPU type, UUID or mode", n2=""),
+        id="gpu: UUID constraint; n2's GPU 0 is taken, GPU 1 is the one asked for",
     ),
     pytest.param(
         GpuShare(), make_pod(cpu="1"), [make_node("n1")], [], expect(n1=""), id="gpu: skipped for CPU pods"

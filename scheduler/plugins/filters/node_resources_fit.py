@@ -7,8 +7,11 @@ Reasons as kube-scheduler words them: ``Too many pods``, ``Insufficient cpu``,
 allocatable. Checked: cpu, memory, ephemeral-storage and scalar resources (extended
 ``vendor/name``, ``hugepages-*``, ``*kubernetes.io/*``, ``attachable-volumes-*``);
 other unprefixed names are ignored, as kube-scheduler ignores them. Resources in
-``ignored_resources`` are not checked here (``nvidia.com/gpu`` is checked per GPU by
-GpuShare instead).
+``ignored_resources`` are not checked here. ``nvidia.com/gpu`` is counted like any
+extended resource, as the kubelet counts it at admission (on a HAMi node it is GPUs x
+split count, one per GPU a container gets); GpuShare checks each GPU besides. HAMi's
+per-GPU amounts (``nvidia.com/gpucores``, ``gpumem``, ``gpumem-percentage``) never
+reach here: no node advertises them, and the pod's requests leave them out.
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ from collections.abc import Iterable
 from scheduler.framework.plugin import CycleContext, FilterBase, Rejection
 from scheduler.framework.status import Code
 from scheduler.objects.pod import CPU, EPHEMERAL_STORAGE, MEMORY, PODS
-from scheduler.resources.gpu import GPU_RESOURCE
 from scheduler.state.cluster_state import IntArray
 
 TOO_MANY_PODS = "Too many pods"
@@ -40,7 +42,7 @@ def is_checked_resource(name: str) -> bool:
 class NodeResourcesFit(FilterBase):
     name = "NodeResourcesFit"
 
-    def __init__(self, ignored_resources: Iterable[str] = (GPU_RESOURCE,)) -> None:
+    def __init__(self, ignored_resources: Iterable[str] = ()) -> None:
         self.ignored_resources = frozenset(ignored_resources)
 
     def filter(self, ctx: CycleContext, nodes: IntArray) -> list[Rejection]:

@@ -6,10 +6,13 @@ where it increases the expected GPU fragmentation the least.
 with F the fragment amount in milli-GPU (``scheduler.state.fragmentation``). A GPU
 share is tried on every GPU with room, in index order, and the node scores its best
 GPU (ties to the lowest index), which is also the GPU it gets. Whole-GPU pods take
-the lowest-index free GPUs; a CPU-only pod changes F through the CPU it uses.
+the lowest-index free GPUs; a CPU-only pod changes F through the CPU it uses. Which
+GPUs can take the pod is ``scheduler.state.gpu_fit``'s (memory and slots too); F
+counts cores only.
 
-Scores are cached per pod shape and node version: between two pods of the same
-shape only the nodes that changed are scored again.
+Scores are cached per pod shape (and what else decides which GPUs fit) and node
+version: between two pods of the same shape only the nodes that changed are scored
+again.
 """
 
 from __future__ import annotations
@@ -21,9 +24,11 @@ import numpy.typing as npt
 
 from scheduler.framework.plugin import CycleContext
 from scheduler.plugins.scores.fgd_common import cpu_left
-from scheduler.plugins.scores.gpu_choice import exclusive_gpus
+from scheduler.plugins.scores.gpu_choice import exclusive_gpus, taken_fullest_first
+from scheduler.resources.gpu import GpuRequest
 from scheduler.state.cluster_state import ClusterState, IntArray
 from scheduler.state.fragmentation import FragmentationModel, PodShape, TypicalPods, pod_shape
+from scheduler.state.gpu_fit import gpus_fitting
 
 
 def sigmoid_score(before: npt.NDArray[np.float64], after: npt.NDArray[np.float64]) -> IntArray:
@@ -70,37 +75,45 @@ class FgdScore:
     def __init__(self, typical: TypicalPods) -> None:
         self.model = FragmentationModel(typical)
         self.node_frag = NodeFragCache(self.model)
-        self._cache: dict[PodShape, _ShapeScores] = {}
+        self._cache: dict[tuple[PodShape, tuple[object, ...]], _ShapeScores] = {}
         self._state_id = 0
 
-    def _entry(self, state: ClusterState, shape: PodShape) -> _ShapeScores:
+    def _entry(self, state: ClusterState, key: tuple[PodShape, tuple[object, ...]]) -> _ShapeScores:
         if state.serial != self._state_id:
             self._cache.clear()
             self.node_frag = NodeFragCache(self.model)
             self._state_id = state.serial
         n = len(state)
-        entry = self._cache.get(shape)
+        entry = self._cache.get(key)
         if entry is None or entry.version.size != n:
             entry = _ShapeScores(np.full(n, -1, np.int64), np.zeros(n, np.int64), np.full(n, -1, np.int64))
-            self._cache[shape] = entry
+            self._cache[key] = entry
         return entry
 
-    def _refresh(self, state: ClusterState, shape: PodShape, nodes: IntArray) -> _ShapeScores:
-        entry = self._entry(state, shape)
+    def _refresh(
+        self, state: ClusterState, shape: PodShape, gpu: GpuRequest, nodes: IntArray
+    ) -> _ShapeScores:
+        entry = self._entry(state, (shape, gpu.gpu_filter_key))
         stale = nodes[entry.version[nodes] != state.node_version[nodes]]
         if stale.size:
             before = self.node_frag.frag(state, stale)
             if shape.gpu_count == 1 and shape.gpu_milli < 1000:
-                score, gpu = self._score_share(state, shape, stale, before)
+                score, choice = self._score_share(state, shape, gpu, stale, before)
             else:
-                score, gpu = self._score_whole(state, shape, stale, before), np.full(stale.size, -1, np.int64)
+                score = self._score_whole(state, shape, gpu, stale, before)
+                choice = np.full(stale.size, -1, np.int64)
             entry.score[stale] = score
-            entry.gpu[stale] = gpu
+            entry.gpu[stale] = choice
             entry.version[stale] = state.node_version[stale]
         return entry
 
     def _score_share(
-        self, state: ClusterState, shape: PodShape, nodes: IntArray, before: npt.NDArray[np.float64]
+        self,
+        state: ClusterState,
+        shape: PodShape,
+        gpu: GpuRequest,
+        nodes: IntArray,
+        before: npt.NDArray[np.float64],
     ) -> tuple[IntArray, IntArray]:
         free = state.gpu_free_milli[nodes]  # [B, G]
         batch, gpus = free.shape
@@ -114,33 +127,34 @@ class FgdScore:
             cpu, hypothetical.reshape(batch * gpus, gpus), models, state.gpu_models
         )
         scores = sigmoid_score(np.repeat(before, gpus), after).reshape(batch, gpus)
-        scores = np.where(free >= shape.gpu_milli, scores, -1)
+        scores = np.where(gpus_fitting(state, nodes, gpu), scores, -1)
         best = scores.argmax(axis=1)  # first maximum: the lowest index wins ties
         return scores[np.arange(batch), best], best
 
     def _score_whole(
-        self, state: ClusterState, shape: PodShape, nodes: IntArray, before: npt.NDArray[np.float64]
+        self,
+        state: ClusterState,
+        shape: PodShape,
+        gpu: GpuRequest,
+        nodes: IntArray,
+        before: npt.NDArray[np.float64],
     ) -> IntArray:
         free = state.gpu_free_milli[nodes].copy()
         if shape.gpu_count:
             # The simulator's NodeResource.Sub: the fullest GPUs with room first (stable).
-            order = np.argsort(free, axis=1, kind="stable")
-            ranked = np.take_along_axis(free, order, axis=1)
-            room = ranked >= shape.gpu_milli
-            taken = room & (np.cumsum(room, axis=1) <= shape.gpu_count)
-            ranked = ranked - np.where(taken, shape.gpu_milli, 0)
-            np.put_along_axis(free, order, ranked, axis=1)
+            taken = taken_fullest_first(free, gpus_fitting(state, nodes, gpu), shape.gpu_count)
+            free -= np.where(taken, shape.gpu_milli, 0)
         after = self.model.frag_amount(
             cpu_left(state, nodes) - shape.cpu_milli, free, state.gpu_model_id[nodes], state.gpu_models
         )
         return sigmoid_score(before, after)
 
     def score(self, ctx: CycleContext, nodes: IntArray) -> IntArray:
-        return self._refresh(ctx.state, pod_shape(ctx.pod), nodes).score[nodes]
+        return self._refresh(ctx.state, pod_shape(ctx.pod), ctx.pod.gpu, nodes).score[nodes]
 
     def select_gpus(self, ctx: CycleContext, node: int) -> tuple[int, ...]:
         shape = pod_shape(ctx.pod)
         if shape.gpu_count == 1 and shape.gpu_milli < 1000:
-            entry = self._refresh(ctx.state, shape, np.array([node], np.int64))
+            entry = self._refresh(ctx.state, shape, ctx.pod.gpu, np.array([node], np.int64))
             return (int(entry.gpu[node]),)
         return exclusive_gpus(ctx, node)

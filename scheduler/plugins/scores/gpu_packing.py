@@ -16,6 +16,7 @@ import numpy as np
 from scheduler.framework.plugin import CycleContext
 from scheduler.resources.gpu import MILLI_PER_GPU
 from scheduler.state.cluster_state import IntArray
+from scheduler.state.gpu_fit import gpus_fitting
 
 
 class GpuPackingScore:
@@ -35,8 +36,7 @@ class GpuPackingScore:
         # Fullest GPUs with room first (stable sort keeps index order among equals).
         order = np.argsort(np.where(exists, free_milli, np.iinfo(np.int64).max), axis=1, kind="stable")
         ranked = np.take_along_axis(free_milli, order, axis=1)
-        ranked_exists = np.take_along_axis(exists, order, axis=1)
-        room = (ranked >= gpu.milli_per_gpu) & ranked_exists
+        room = np.take_along_axis(gpus_fitting(state, nodes, gpu), order, axis=1)
         chosen = room & (np.cumsum(room, axis=1) <= gpu.count)
         full_use = (chosen & (ranked == MILLI_PER_GPU)).sum(axis=1)
         used = np.where(chosen, ranked * 100 // MILLI_PER_GPU, 0).sum(axis=1)

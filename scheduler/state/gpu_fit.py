@@ -1,0 +1,72 @@
+"""Which GPUs can take a pod's GPU request: HAMi's ``Fit``, per GPU, over arrays.
+
+A GPU fits a request (``count`` GPUs of ``milli_per_gpu`` cores and some memory each)
+when all of these hold (HAMi v2.10, ``pkg/device/nvidia/device.go``):
+
+- its type, UUID and mode are ones the pod accepts (``eligible_gpus``);
+- it has a free vGPU slot;
+- free memory >= the request's (MiB, or a percentage of the GPU's memory, floored);
+- free cores >= the request's; a request of all cores needs a GPU nobody uses (no slot
+  taken), and a request of no cores a GPU whose cores are not all taken;
+- a request that is not whole GPUs needs a HAMi node (other nodes give GPUs whole).
+
+For an openb share (cores and memory percentage alike, slots to spare) this is
+``free milli >= milli``, the FGD simulator's test.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scheduler.objects.node import Gpu
+from scheduler.resources.gpu import MILLI_PER_GPU, GpuRequest, type_matches
+from scheduler.state.cluster_state import BoolArray, ClusterState, IntArray
+
+
+def _accepts(gpu: GpuRequest, device: Gpu) -> bool:
+    if not type_matches(device.type, gpu.models, gpu.excluded_models):
+        return False
+    if gpu.uuids and device.uuid not in gpu.uuids:
+        return False
+    if device.uuid in gpu.excluded_uuids:
+        return False
+    return not gpu.mode or device.mode in gpu.mode
+
+
+def eligible_gpus(state: ClusterState, gpu: GpuRequest) -> BoolArray | None:
+    """``[N, MAX_GPUS]`` GPUs whose type, UUID and mode the pod accepts; None when it
+    names none of these (every GPU is eligible)."""
+    if not gpu.restricts_gpus:
+        return None
+    key = ("gpu-eligible", gpu.models, gpu.excluded_models, gpu.uuids, gpu.excluded_uuids, gpu.mode)
+    return state.gpu_mask(key, lambda device: _accepts(gpu, device))
+
+
+def gpus_fitting(state: ClusterState, nodes: IntArray, gpu: GpuRequest) -> BoolArray:
+    """``[B, MAX_GPUS]``: which GPUs of ``nodes`` can give ``gpu`` one GPU's worth."""
+    free = state.gpu_free_milli[nodes]
+    free_slots = state.gpu_free_slots[nodes]
+    if gpu.milli_per_gpu:
+        fits: BoolArray = free >= gpu.milli_per_gpu
+    else:
+        fits = free > 0
+    if gpu.milli_per_gpu >= MILLI_PER_GPU:
+        fits &= (free_slots == state.gpu_slots[nodes]) & (free_slots > 0)
+    else:
+        fits &= free_slots > 0
+    if gpu.memory_mib:
+        fits &= state.gpu_free_memory[nodes] >= gpu.memory_mib
+    elif gpu.memory_percent:
+        fits &= state.gpu_free_memory[nodes] >= state.gpu_memory[nodes] * gpu.memory_percent // 100
+    if not gpu.is_whole:
+        fits &= state.gpu_sharing[nodes][:, None]
+    eligible = eligible_gpus(state, gpu)
+    if eligible is not None:
+        fits &= eligible[nodes]
+    return fits
+
+
+def gpus_with_room(state: ClusterState, nodes: IntArray, gpu: GpuRequest) -> IntArray:
+    """Per node, how many GPUs fit ``gpu``."""
+    count: IntArray = np.count_nonzero(gpus_fitting(state, nodes, gpu), axis=-1)
+    return count

@@ -1,0 +1,155 @@
+"""The decision written as HAMi's scheduler writes it: the node lock taken, honoured and
+released by HAMi's rules, and the allocation annotation per container."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from scheduler.k8s.hami import LockState, NodeLocker, NodeLocks, allocation_text, decision_metadata
+from scheduler.objects.pod import Pod
+from scheduler.objects.pod_manifest import pod_from_manifest
+from scheduler.resources.hami import NODE_LOCK_ANNOTATION
+from scheduler.state.cluster_state import GpuUse
+from tests.builders import make_pod, pod_manifest
+
+NOW = dt.datetime(2026, 8, 21, 6, 20, 39, tzinfo=dt.UTC)
+POD = Pod(name="p", namespace="ns", uid="u")
+
+
+@dataclass
+class FakeApi:
+    """A node's annotations and resourceVersion; ``conflicts`` patches answer 409 first
+    (the node changed meanwhile)."""
+
+    lock: str | None = None
+    pods: set[str] = field(default_factory=set)
+    conflicts: int = 0
+    version: int = 1
+    calls: list[str] = field(default_factory=list)
+
+    async def read_node(self, name: str) -> dict[str, Any]:
+        self.calls.append(f"get {name}")
+        annotations = {} if self.lock is None else {NODE_LOCK_ANNOTATION: self.lock}
+        return {"metadata": {"name": name, "annotations": annotations, "resourceVersion": str(self.version)}}
+
+    async def patch_node_annotation(self, name: str, key: str, value: str | None, version: str) -> bool:
+        assert key == NODE_LOCK_ANNOTATION
+        self.calls.append(f"patch {name} {value}")
+        if self.conflicts:
+            self.conflicts -= 1
+            self.version += 1
+            return False
+        assert version == str(self.version)
+        self.lock = value
+        self.version += 1
+        return True
+
+    async def pod_exists(self, namespace: str, name: str) -> bool:
+        self.calls.append(f"get pod {namespace}/{name}")
+        return f"{namespace}/{name}" in self.pods
+
+
+def locker(api: FakeApi) -> NodeLocker:
+    return NodeLocker(api, clock=lambda: NOW)  # type: ignore[arg-type]
+
+
+OURS = "2026-08-21T06:20:39Z,ns,p"
+MINE_BEFORE = "2026-08-21T06:18:00Z,ns,p"
+YOUNG = "2026-08-21T06:18:00Z,ns,q"  # 2 min 39 s old
+OLD = "2026-08-21T06:15:00Z,ns,q"  # 5 min 39 s old
+LEGACY = "2026-08-21T06:18:00Z"
+
+
+@pytest.mark.parametrize(
+    ("api", "state", "lock_after"),
+    [
+        pytest.param(FakeApi(), LockState.TAKEN, OURS, id="free: taken"),
+        pytest.param(FakeApi(lock=MINE_BEFORE), LockState.TAKEN, MINE_BEFORE, id="ours already"),
+        pytest.param(FakeApi(lock=YOUNG, pods={"ns/q"}), LockState.HELD, YOUNG, id="another pod's: honoured"),
+        pytest.param(FakeApi(lock=YOUNG), LockState.TAKEN, OURS, id="its pod is gone: taken over"),
+        pytest.param(
+            FakeApi(lock=OLD, pods={"ns/q"}), LockState.TAKEN, OURS, id="older than 5 min: taken over"
+        ),
+        pytest.param(FakeApi(lock=LEGACY), LockState.HELD, LEGACY, id="legacy lock, young: honoured"),
+        pytest.param(
+            FakeApi(lock="garbage"), LockState.HELD, "garbage", id="unreadable: honoured, as in HAMi"
+        ),
+        pytest.param(FakeApi(conflicts=2), LockState.TAKEN, OURS, id="the node changed twice meanwhile"),
+        pytest.param(FakeApi(conflicts=9), LockState.HELD, None, id="the node never stops changing"),
+    ],
+)
+def test_the_node_lock_is_taken_by_hamis_rules(
+    api: FakeApi, state: LockState, lock_after: str | None
+) -> None:
+    result = asyncio.run(locker(api).acquire(POD, "n1"))
+    assert result.state is state, result.detail
+    assert api.lock == lock_after
+
+
+def test_a_held_lock_says_whose_it_is() -> None:
+    api = FakeApi(lock=YOUNG, pods={"ns/q"})
+    result = asyncio.run(locker(api).acquire(POD, "n1"))
+    assert result.detail == "locked by ns/q since 06:18:00"
+
+
+@pytest.mark.parametrize(
+    ("lock", "after"),
+    [
+        pytest.param(OURS, None, id="ours: removed"),
+        pytest.param(YOUNG, YOUNG, id="another pod's: kept"),
+        pytest.param(None, None, id="none"),
+    ],
+)
+def test_only_the_pods_own_lock_is_released(lock: str | None, after: str | None) -> None:
+    api = FakeApi(lock=lock)
+    asyncio.run(locker(api).release(POD, "n1"))
+    assert api.lock == after
+
+
+def test_waiting_for_a_lock_wakes_when_the_node_watch_shows_it_changed() -> None:
+    locks = NodeLocks()
+    locks.observe("n1", {NODE_LOCK_ANNOTATION: OURS})
+
+    async def scenario() -> float:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        loop.call_later(0.05, locks.observe, "n1", {})
+        await locks.changed("n1", 5.0)
+        return loop.time() - started
+
+    assert asyncio.run(scenario()) < 1.0
+
+
+def test_the_allocation_names_the_gpus_of_each_container_that_asks() -> None:
+    manifest = pod_manifest("p")
+    gpu = {"limits": {"nvidia.com/gpu": "1"}}
+    manifest["spec"]["initContainers"] = [{"name": "init"}]
+    manifest["spec"]["containers"] = [
+        {"name": "a"},
+        {"name": "b", "resources": gpu},
+        {"name": "c", "resources": gpu},
+    ]
+    pod = pod_from_manifest(manifest)
+    usage = (GpuUse(1, 1000, 16384, 1, "GPU-b"), GpuUse(0, 1000, 16384, 1, "GPU-a"))
+    assert allocation_text(pod, usage) == ";;GPU-b,NVIDIA,16384,100:;GPU-a,NVIDIA,16384,100:;"
+
+
+def test_a_share_is_written_in_cores_percent_and_mib() -> None:
+    pod = make_pod("p", gpus=1, gpu_milli=300)
+    text = allocation_text(pod, (GpuUse(1, 300, 4915, 1, "GPU-n1-1"),))
+    assert text == "GPU-n1-1,NVIDIA,4915,30:;"
+    annotations, labels = decision_metadata("n1", text, NOW)
+    assert annotations == {
+        "hami.io/vgpu-node": "n1",
+        "hami.io/vgpu-time": "1787293239",
+        "hami.io/vgpu-devices-to-allocate": text,
+        "hami.io/vgpu-devices-allocated": text,
+        "hami.io/bind-phase": "allocating",
+        "hami.io/bind-time": "1787293239",
+    }
+    assert labels == {"hami.io/vgpu-node": "n1"}
