@@ -139,7 +139,13 @@ build_target() { # scheduler | trainer
   if [[ "${target}" == trainer ]]; then
     args+=(--build-arg "TORCH_INDEX_URL=$(torch_index)")
   fi
+  local previous
+  previous="$(podman image inspect --format '{{.Id}}' "${ref}" 2>/dev/null || true)"
   podman build "${args[@]}" "${ROOT_DIR}" || die 4 "building the ${target} image failed"
+  # The image this build replaced (a trainer image is 6 GB): the stages' layer cache stays.
+  if [[ -n "${previous}" && "${previous}" != "$(podman image inspect --format '{{.Id}}' "${ref}")" ]]; then
+    podman rmi --force "${previous}" >/dev/null 2>&1 || true
+  fi
   echo "==> ${target}: ${ref} in $((SECONDS - start)) s, $(podman image inspect --format '{{.Size}}' "${ref}" | awk '{printf "%.0f MB", $1 / 1e6}')" >&2
 }
 

@@ -250,6 +250,11 @@ def restore(layout: NodeLayout) -> list[str]:
     if not record.kube_chains_existed:
         remove_kube_chains()
     if bridge_exists():
+        # The pods' veths go with their network namespaces, but the kernel frees those
+        # in the background: delete the host ends on the bridge now.
+        ports = _run("ip", "-o", "link", "show", "master", BRIDGE).stdout
+        for port in re.findall(r"^\d+: ([^:@\s]+)", ports, flags=re.MULTILINE):
+            _run("ip", "link", "delete", port)
         _run("ip", "link", "delete", BRIDGE)
         done.append(f"deleted bridge {BRIDGE}")
     if not record.kubelet_cgroups_existed:
