@@ -3,7 +3,6 @@ a kube-apiserver restart mid-run loses no pod."""
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -16,9 +15,10 @@ from kubernetes import client
 from devcluster import processes
 from tests.e2e import checker
 from tests.e2e.support import (
-    SchedulerProcess,
     create_pods,
+    leader_of,
     replace_nodes,
+    scheduler_replicas,
     scratch_namespace,
     wait_for,
 )
@@ -40,29 +40,6 @@ def namespace(core: client.CoreV1Api, request: pytest.FixtureRequest) -> Iterato
         yield name
 
 
-@contextlib.contextmanager
-def replicas(dev_cluster: Any, name: str, log_dir: Path, count: int) -> Iterator[list[SchedulerProcess]]:
-    """``count`` replicas of one scheduler (same name, so the same Lease)."""
-    started = [
-        SchedulerProcess(
-            name, dev_cluster.kubeconfig, log_dir / f"{name}-{i}.log", ("--profile", "fgd")
-        ).start()
-        for i in range(count)
-    ]
-    try:
-        for replica in started:
-            replica.wait_ready()
-        yield started
-    finally:
-        for replica in started:
-            replica.stop()
-
-
-def leader_of(replicas: list[SchedulerProcess]) -> SchedulerProcess:
-    wait_for(lambda: sum(r.metric("rl_scheduler_leader") for r in replicas) == 1, 60, "one leader")
-    return next(r for r in replicas if r.metric("rl_scheduler_leader") == 1)
-
-
 def scheduled_events(core: client.CoreV1Api, namespace: str) -> list[Any]:
     return [e for e in core.list_namespaced_event(namespace).items if e.reason == "Scheduled"]
 
@@ -75,7 +52,7 @@ def test_with_two_replicas_exactly_one_binds(
     dev_cluster: Any, core: client.CoreV1Api, namespace: str, tmp_path: Path
 ) -> None:
     name = "rl-ha-one"
-    with replicas(dev_cluster, name, tmp_path, 2) as both:
+    with scheduler_replicas(dev_cluster.kubeconfig, name, tmp_path, 2, "--profile", "fgd") as both:
         leader = leader_of(both)
         follower = next(r for r in both if r is not leader)
         create_pods(core, [pod(f"p-{i:03d}", namespace, name) for i in range(100)])
@@ -91,7 +68,7 @@ def test_killing_the_leader_hands_over_and_every_pod_binds_once(
     dev_cluster: Any, core: client.CoreV1Api, namespace: str, tmp_path: Path, record_property: Any
 ) -> None:
     name = "rl-ha-failover"
-    with replicas(dev_cluster, name, tmp_path, 2) as both:
+    with scheduler_replicas(dev_cluster.kubeconfig, name, tmp_path, 2, "--profile", "fgd") as both:
         leader = leader_of(both)
         survivor = next(r for r in both if r is not leader)
         create_pods(core, [pod(f"p-{i:03d}", namespace, name) for i in range(150)])
@@ -118,7 +95,7 @@ def test_an_api_server_restart_loses_no_pod(
     dev_cluster: Any, core: client.CoreV1Api, namespace: str, tmp_path: Path
 ) -> None:
     name = "rl-api-restart"
-    with replicas(dev_cluster, name, tmp_path, 1) as (scheduler,):
+    with scheduler_replicas(dev_cluster.kubeconfig, name, tmp_path, 1, "--profile", "fgd") as (scheduler,):
         create_pods(core, [pod(f"p-{i:03d}", namespace, name) for i in range(200)])
         wait_for(lambda: bound_count(core, namespace) >= 20, 120, "the first pods to bind")
         processes.restart(dev_cluster.info.workdir, "kube-apiserver", down_s=3)
