@@ -57,8 +57,8 @@ def pod_requests(count: int) -> list[PodRequest]:
 
 
 def check_fits(specs: list[devnodes.NodeSpec], requests: list[PodRequest]) -> None:
-    """Refuse a run whose pods cannot all fit (totals, with a GPU share counted whole
-    as kube-scheduler counts it): unschedulable pods would measure retries, not binds."""
+    """Refuse a run whose pods cannot all fit (totals, with a GPU share counted as a
+    whole GPU): unschedulable pods would measure retries, not binds."""
     need = {
         "cpu": sum(r.cpu_milli for r in requests),
         "memory": sum(r.memory_mib for r in requests),

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import yaml
 
+from scheduler.resources.gpu import PER_GPU_RESOURCES
+
 BENCHMARKS = Path(__file__).resolve().parent
 REPO = BENCHMARKS.parent
 # kube-scheduler's and rl-scheduler's buckets (client_golang ExponentialBuckets(0.001, 2, 15)).
@@ -229,7 +231,19 @@ class KubeScheduler(SchedulerUnderTest):
                 "burst": context.burst,
             },
             "leaderElection": {"leaderElect": False},
-            "profiles": [{"schedulerName": self.scheduler_name}],
+            "profiles": [
+                {
+                    "schedulerName": self.scheduler_name,
+                    # What HAMi's chart configures: the per-GPU amounts of a share are the
+                    # device plugin's, no node advertises them.
+                    "pluginConfig": [
+                        {
+                            "name": "NodeResourcesFit",
+                            "args": {"ignoredResources": list(PER_GPU_RESOURCES)},
+                        }
+                    ],
+                }
+            ],
         }
 
     def command(self, context: RunContext) -> list[str]:

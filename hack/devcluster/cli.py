@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import time
@@ -13,7 +14,7 @@ from typing import Any
 
 from kubernetes.client import CoreV1Api
 
-from devcluster import cluster, names, nodes, view, workload
+from devcluster import cluster, hami, names, nodes, view, workload
 from devcluster.binaries import ALL_GROUPS, Binaries, ensure_binaries, openb_file
 from devcluster.clean import clean_pods
 from devcluster.errors import DevClusterError, InvalidArgumentError
@@ -74,6 +75,13 @@ def cmd_images(args: argparse.Namespace) -> None:
         result = realnode_images.import_image(layout.containerd_socket, image)
         verb = "already in" if result.skipped else f"imported in {result.seconds:.1f} s into"
         print(f"{result.ref}: {verb} {layout.node_name}")
+
+
+def cmd_hami_plugin(args: argparse.Namespace) -> None:
+    """HAMi's device plugin's Allocate for the cluster's KWOK nodes (``up`` starts it),
+    or for the nodes named with ``--node`` (a kind cluster's, say)."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    hami.serve(_kubeconfig(args), nodes=args.node)
 
 
 def cmd_down(args: argparse.Namespace) -> None:
@@ -215,8 +223,8 @@ def _add_workload_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cpu", default="500m", help="CPU request per pod")
     p.add_argument("--memory", default="512Mi", help="memory request per pod")
     p.add_argument("--gpus", type=int, default=0, help="nvidia.com/gpu per pod")
-    p.add_argument("--gpu-milli", type=int, default=1000, help="share of one GPU, 1-1000")
-    p.add_argument("--gpu-model", help="accepted GPU models, e.g. 'V100M16|V100M32'")
+    p.add_argument("--gpu-milli", type=int, default=1000, help="share of one GPU, 10-1000 in steps of 10")
+    p.add_argument("--gpu-model", help="accepted GPU models (nvidia.com/use-gputype), e.g. 'V100M16|V100M32'")
     p.add_argument("--lifetime", type=float, help="seconds each pod lives (default: forever)")
     p.add_argument("--openb-trace", help="replay pods from an openb_pod_list_*.csv")
     p.add_argument("--start", type=int, default=0, help="first trace row")
@@ -244,6 +252,11 @@ def build_parser() -> argparse.ArgumentParser:
         ("workload", cmd_workload, "create generated pods"),
         ("view", cmd_view, "live requested/allocatable per node"),
         ("clean", cmd_clean, "delete generated pods (only those)"),
+        (
+            "hami-plugin",
+            cmd_hami_plugin,
+            "play HAMi's device plugin's Allocate for KWOK nodes (up starts it)",
+        ),
     ]
     parsers = {}
     for name, func, help_text in commands:
@@ -258,6 +271,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--no-kube-scheduler", action="store_true", help="do not run kube-scheduler")
     up.add_argument(
         "--real-node", action="store_true", help="also start a real node (kubelet, kube-proxy, containerd)"
+    )
+    parsers["hami-plugin"].add_argument(
+        "--node", action="append", default=[], help="serve this node (repeatable; default: the KWOK nodes)"
     )
     images = parsers["images"]
     images.add_argument("images", nargs="*", help=f"of {' '.join(IMAGE_NAMES)} (default: scheduler)")

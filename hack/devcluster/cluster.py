@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from devcluster import names, processes
+from devcluster import hami, names, processes
 from devcluster.binaries import Binaries, cache_dir, ensure_binaries
 from devcluster.errors import (
     ClusterNotRunningError,
@@ -281,6 +281,8 @@ def up(
         _run_kwokctl(command, _kwokctl_env(cache), workdir, config.name, out)
         result = info(config.name, cache)
         _wait_until_serving(result)
+        # KWOK plays the nodes' kubelets; this plays HAMi's device plugin on them.
+        hami.start_component(workdir, result.kubeconfig)
         if config.real_node:
             realnode.up(config.name, result.kubeconfig, cache=cache, out=out)
     except BaseException:

@@ -1,20 +1,26 @@
 """Label, annotation and resource names shared by the dev-cluster tools.
 
-The GPU names are the project's conventions; they will move to
-``scheduler/resources/gpu.py`` and this module will re-export them from there.
+The GPU names are the project's conventions: HAMi's device protocol, from
+``scheduler.resources.gpu`` and ``scheduler.resources.hami``.
 """
 
 from typing import Final
 
-# Whole GPUs, as the NVIDIA device plugin advertises them.
-GPU_RESOURCE: Final = "nvidia.com/gpu"
-# Node label naming the GPU model of every GPU on the node (openb nodes are uniform).
-GPU_MODEL_LABEL: Final = "rl-scheduler.io/gpu-model"
-# Pod annotation: the share of one GPU a pod asks for, in thousandths ("460").
-# Written together with nvidia.com/gpu: 1 so kube-scheduler still accounts a GPU.
-GPU_MILLI_ANNOTATION: Final = "rl-scheduler.io/gpu-milli"
-# Pod annotation: the GPU models a pod accepts, "|"-separated ("V100M16|V100M32").
-GPU_MODEL_ANNOTATION: Final = "rl-scheduler.io/gpu-model"
+from scheduler.resources.gpu import (
+    GPU_CORES_RESOURCE,
+    GPU_MEMORY_PERCENT_RESOURCE,
+    GPU_RESOURCE,
+    USE_GPU_TYPE,
+)
+from scheduler.resources.hami import REGISTER_ANNOTATION
+
+__all__ = [
+    "GPU_CORES_RESOURCE",
+    "GPU_MEMORY_PERCENT_RESOURCE",
+    "GPU_RESOURCE",
+    "REGISTER_ANNOTATION",
+    "USE_GPU_TYPE",
+]
 
 HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
 ZONE_LABEL: Final = "topology.kubernetes.io/zone"

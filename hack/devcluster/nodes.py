@@ -1,7 +1,9 @@
 """Fake KWOK nodes: what they look like, where their sizes come from, creating them.
 
 Sizes come from the openb node list (CPU milli, memory MiB, GPU count and model, so
-GPU clusters are realistic) or from a mix of named node types. Every node gets a
+GPU clusters are realistic) or from a mix of named node types. GPU nodes carry them as
+HAMi's device plugin would (``devcluster.hami``): the register annotation, and
+``nvidia.com/gpu`` as GPUs x split count. Every node gets a
 unique hostname label, a zone and a rack (round-robin, so topology spreading has
 something to spread over) and KWOK's annotation so the kwok controller marks it
 Ready and runs its pods.
@@ -20,7 +22,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from devcluster import names
+from devcluster import hami, names
 from devcluster.binaries import open_csv
 from devcluster.errors import (
     BadNodeCountError,
@@ -222,22 +224,21 @@ def node_manifest(spec: NodeSpec) -> dict[str, Any]:
         "kubernetes.io/arch": "amd64",
         **spec.extra_labels,
     }
+    annotations = {
+        names.KWOK_NODE_ANNOTATION: names.KWOK_NODE_VALUE,
+        # Nodes have no TTL-based object caching to manage: none has a kubelet.
+        "node.alpha.kubernetes.io/ttl": "0",
+    }
     if size.gpu_count:
-        resources[names.GPU_RESOURCE] = str(size.gpu_count)
-        if size.gpu_model:
-            labels[names.GPU_MODEL_LABEL] = size.gpu_model
+        # As HAMi's device plugin registers GPUs: nvidia.com/gpu counts vGPUs.
+        resources[names.GPU_RESOURCE] = str(size.gpu_count * hami.SPLIT_COUNT)
+        annotations[names.REGISTER_ANNOTATION] = hami.register_annotation(
+            spec.name, size.gpu_count, size.gpu_model
+        )
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {
-            "name": spec.name,
-            "labels": labels,
-            "annotations": {
-                names.KWOK_NODE_ANNOTATION: names.KWOK_NODE_VALUE,
-                # Nodes have no TTL-based object caching to manage: none has a kubelet.
-                "node.alpha.kubernetes.io/ttl": "0",
-            },
-        },
+        "metadata": {"name": spec.name, "labels": labels, "annotations": annotations},
         "spec": {"taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in spec.taints]},
         "status": {"allocatable": resources, "capacity": dict(resources), "phase": "Running"},
     }

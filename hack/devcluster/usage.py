@@ -13,6 +13,7 @@ from typing import Any
 
 from devcluster import names
 from devcluster.kube import parse_quantity
+from scheduler.resources.hami import ProtocolError, parse_register
 
 _MIB = Decimal(1024 * 1024)
 
@@ -75,6 +76,15 @@ class NodeUsage:
     ready: bool = False
 
 
+def gpu_model(annotations: dict[str, str]) -> str:
+    """The GPU type HAMi registered on the node (without the plugin's ``NVIDIA-``)."""
+    try:
+        devices = parse_register(annotations.get(names.REGISTER_ANNOTATION, "[]"))
+    except ProtocolError:
+        return "?"
+    return devices[0].type.removeprefix("NVIDIA-") if devices else ""
+
+
 def node_usage(nodes: list[Any], pods: list[Any]) -> list[NodeUsage]:
     """One row per node (V1Node list), sorted by name."""
     rows: dict[str, NodeUsage] = {}
@@ -84,7 +94,7 @@ def node_usage(nodes: list[Any], pods: list[Any]) -> list[NodeUsage]:
         rows[node.metadata.name] = NodeUsage(
             name=node.metadata.name,
             zone=labels.get(names.ZONE_LABEL, ""),
-            gpu_model=labels.get(names.GPU_MODEL_LABEL, ""),
+            gpu_model=gpu_model(node.metadata.annotations or {}),
             allocatable=from_resource_list(node.status.allocatable),
             ready=any(c.type == "Ready" and c.status == "True" for c in conditions),
         )

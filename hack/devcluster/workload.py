@@ -38,7 +38,8 @@ class PodRequest:
     cpu_milli: int
     memory_mib: int
     gpu_count: int = 0
-    #: Share of one GPU in thousandths, for a pod with gpu_count == 1; 1000 is whole.
+    #: Share of one GPU in thousandths (a multiple of 10: HAMi asks whole percents of
+    #: its cores and memory), for a pod with gpu_count == 1; 1000 is whole.
     gpu_milli: int = 1000
     gpu_models: tuple[str, ...] = ()
     start_s: float = 0.0
@@ -47,8 +48,8 @@ class PodRequest:
     def __post_init__(self) -> None:
         if self.cpu_milli < 0 or self.memory_mib < 0 or self.gpu_count < 0:
             raise InvalidArgumentError(f"pod request {self}: sizes must not be negative")
-        if not 0 < self.gpu_milli <= 1000:
-            raise InvalidArgumentError(f"pod request {self}: gpu_milli must be in 1..1000")
+        if not 0 < self.gpu_milli <= 1000 or self.gpu_milli % 10:
+            raise InvalidArgumentError(f"pod request {self}: gpu_milli must be a multiple of 10 in 10..1000")
         if self.lifetime_s is not None and self.lifetime_s <= 0:
             raise InvalidArgumentError(f"pod request {self}: lifetime must be positive")
 
@@ -68,10 +69,13 @@ def pod_manifest(
     if request.gpu_count:
         # Extended resources must have limits equal to requests.
         requests[names.GPU_RESOURCE] = limits[names.GPU_RESOURCE] = str(request.gpu_count)
-        if request.gpu_count == 1 and request.gpu_milli < 1000:
-            annotations[names.GPU_MILLI_ANNOTATION] = str(request.gpu_milli)
+        if request.gpu_count == 1 and request.gpu_milli < 1000 and scheduler_name != names.DEFAULT_SCHEDULER:
+            # A share as HAMi asks it. kube-scheduler does not know HAMi's per-GPU
+            # resources (HAMi's chart makes it ignore them): its pods ask a vGPU.
+            for resource in (names.GPU_CORES_RESOURCE, names.GPU_MEMORY_PERCENT_RESOURCE):
+                requests[resource] = limits[resource] = str(request.gpu_milli // 10)
         if request.gpu_models:
-            annotations[names.GPU_MODEL_ANNOTATION] = "|".join(request.gpu_models)
+            annotations[names.USE_GPU_TYPE] = ",".join(request.gpu_models)
     if request.lifetime_s is not None:
         expires = (now or datetime.now(UTC)) + timedelta(seconds=request.lifetime_s)
         annotations[names.EXPIRES_ANNOTATION] = expires.isoformat(timespec="seconds")

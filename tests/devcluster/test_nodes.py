@@ -9,6 +9,7 @@ import pytest
 
 from devcluster import binaries, names, nodes
 from devcluster.errors import BadNodeListError, InvalidArgumentError
+from scheduler.objects.node_manifest import node_from_manifest
 
 OPENB_GPU_NODES = binaries.openb_file("openb_node_list_gpu_node")
 
@@ -83,15 +84,20 @@ def test_gpu_node_manifest_has_kwok_conventions_and_gpu() -> None:
     assert manifest["metadata"]["annotations"][names.KWOK_NODE_ANNOTATION] == "fake"
     assert labels[names.HOSTNAME_LABEL] == "n1"
     assert labels[names.KWOK_TYPE_LABEL] == "kwok"
-    assert labels[names.GPU_MODEL_LABEL] == "V100M32"
     assert manifest["status"]["allocatable"] == {
         "cpu": "96000m",
         "memory": "786432Mi",
         "pods": "110",
         "ephemeral-storage": "1Ti",
-        names.GPU_RESOURCE: "8",
+        names.GPU_RESOURCE: "80",  # as HAMi's device plugin counts them: 8 GPUs x 10 vGPUs
     }
     assert manifest["spec"]["taints"] == []
+    # The GPUs are registered as HAMi's device plugin registers them.
+    node = node_from_manifest(manifest)
+    assert node.gpu_sharing
+    assert [(g.uuid, g.type, g.memory_mib, g.slots) for g in node.gpus] == [
+        (f"GPU-n1-{i}", "NVIDIA-V100M32", 32768, 10) for i in range(8)
+    ]
 
 
 def test_cpu_node_manifest_has_no_gpu_and_carries_taints() -> None:
@@ -99,7 +105,7 @@ def test_cpu_node_manifest_has_no_gpu_and_carries_taints() -> None:
                           taints=(nodes.KWOK_TAINT,))  # fmt: skip
     manifest = nodes.node_manifest(spec)
     assert names.GPU_RESOURCE not in manifest["status"]["allocatable"]
-    assert names.GPU_MODEL_LABEL not in manifest["metadata"]["labels"]
+    assert names.REGISTER_ANNOTATION not in manifest["metadata"]["annotations"]
     assert manifest["spec"]["taints"] == [
         {"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}
     ]

@@ -15,38 +15,46 @@ OPENB_TRACE = binaries.openb_file("openb_pod_list_default")
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
+SHARE_46 = {names.GPU_RESOURCE: "1", names.GPU_CORES_RESOURCE: "46", names.GPU_MEMORY_PERCENT_RESOURCE: "46"}
+
+
 @pytest.mark.parametrize(
-    ("request_", "gpu", "annotations"),
+    ("request_", "scheduler", "gpu", "annotations"),
     [
-        (workload.PodRequest(1000, 1024), None, {}),
-        # A share of one GPU: one whole GPU for kube-scheduler, the share for ours.
-        (workload.PodRequest(1000, 1024, 1, 460), "1", {names.GPU_MILLI_ANNOTATION: "460"}),
-        (workload.PodRequest(1000, 1024, 2), "2", {}),
+        (workload.PodRequest(1000, 1024), "rl-scheduler", {}, {}),
+        # A share of one GPU as HAMi asks it...
+        (workload.PodRequest(1000, 1024, 1, 460), "rl-scheduler", SHARE_46, {}),
+        # ... and a vGPU for kube-scheduler, which does not know HAMi's per-GPU resources.
+        (workload.PodRequest(1000, 1024, 1, 460), "default-scheduler", {names.GPU_RESOURCE: "1"}, {}),
+        (workload.PodRequest(1000, 1024, 2), "rl-scheduler", {names.GPU_RESOURCE: "2"}, {}),
         (
             workload.PodRequest(1000, 1024, 1, gpu_models=("V100M16", "V100M32")),
-            "1",
-            {names.GPU_MODEL_ANNOTATION: "V100M16|V100M32"},
+            "rl-scheduler",
+            {names.GPU_RESOURCE: "1"},
+            {names.USE_GPU_TYPE: "V100M16,V100M32"},
         ),
         (
             workload.PodRequest(1000, 1024, lifetime_s=90),
-            None,
+            "rl-scheduler",
+            {},
             {names.EXPIRES_ANNOTATION: "2026-01-01T00:01:30+00:00"},
         ),
     ],
 )
-def test_pod_manifest(request_: workload.PodRequest, gpu: str | None, annotations: dict[str, str]) -> None:
-    pod = workload.pod_manifest("p", "ns", request_, scheduler_name="rl-scheduler",
-                                run_id="r1", now=NOW)  # fmt: skip
+def test_pod_manifest(
+    request_: workload.PodRequest, scheduler: str, gpu: dict[str, str], annotations: dict[str, str]
+) -> None:
+    pod = workload.pod_manifest("p", "ns", request_, scheduler_name=scheduler, run_id="r1", now=NOW)
     resources = pod["spec"]["containers"][0]["resources"]
-    assert pod["spec"]["schedulerName"] == "rl-scheduler"
+    assert pod["spec"]["schedulerName"] == scheduler
     assert pod["metadata"]["labels"] == {names.GENERATED_BY_LABEL: "devcluster",
                                          names.RUN_LABEL: "r1"}  # fmt: skip
     assert pod["metadata"]["annotations"] == annotations
     assert resources["requests"]["cpu"] == "1000m"
     assert resources["requests"]["memory"] == "1024Mi"
-    assert resources["requests"].get(names.GPU_RESOURCE) == gpu
+    assert {k: v for k, v in resources["requests"].items() if k.startswith("nvidia.com/")} == gpu
     # Extended resources need limits equal to requests.
-    assert resources.get("limits", {}).get(names.GPU_RESOURCE) == gpu
+    assert resources.get("limits", {}) == gpu
 
 
 @pytest.mark.parametrize(
@@ -127,7 +135,7 @@ def test_run_creates_on_time_and_deletes_when_lifetimes_end() -> None:
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"cpu_milli": -1}, {"gpu_milli": 0}, {"gpu_milli": 1001}, {"lifetime_s": 0}],
+    [{"cpu_milli": -1}, {"gpu_milli": 0}, {"gpu_milli": 1001}, {"gpu_milli": 455}, {"lifetime_s": 0}],
 )
 def test_bad_pod_request(kwargs: dict[str, Any]) -> None:
     with pytest.raises(InvalidArgumentError):

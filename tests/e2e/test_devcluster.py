@@ -7,6 +7,7 @@ tables below them need no cluster and run in a second.
 from __future__ import annotations
 
 import io
+import json
 import os
 import socket
 import subprocess
@@ -30,11 +31,10 @@ from devcluster.errors import (
 )
 from devcluster.kube import body, ensure_namespace
 from devcluster.names import (
-    GPU_MILLI_ANNOTATION,
-    GPU_MODEL_LABEL,
     GPU_RESOURCE,
     HOSTNAME_LABEL,
     RACK_LABEL,
+    REGISTER_ANNOTATION,
     ZONE_LABEL,
 )
 from devcluster.testing import DevCluster, cluster_pids, listening_sockets
@@ -88,9 +88,11 @@ def test_100_openb_nodes_carry_hostname_topology_and_gpu(
         assert labels[ZONE_LABEL] == spec.zone
         assert labels[RACK_LABEL] == spec.rack
         assert nodes.is_ready(node), spec.name
-        # openb GPU nodes: allocatable GPUs and a model label, as the CSV says.
-        assert node.status.allocatable[GPU_RESOURCE] == str(spec.size.gpu_count)
-        assert labels[GPU_MODEL_LABEL] == spec.size.gpu_model
+        # openb GPU nodes, as HAMi's device plugin registers them: the GPUs of the CSV
+        # in the register annotation, nvidia.com/gpu as GPUs x 10 vGPUs.
+        assert node.status.allocatable[GPU_RESOURCE] == str(spec.size.gpu_count * 10)
+        registered = json.loads(node.metadata.annotations[REGISTER_ANNOTATION])
+        assert [d["type"] for d in registered] == [f"NVIDIA-{spec.size.gpu_model}"] * spec.size.gpu_count
     assert len({s.zone for s in openb_nodes}) == 3  # zone-a, zone-b, zone-c
     assert len({s.rack for s in openb_nodes}) == 12  # 3 zones x 4 racks
 
@@ -112,7 +114,8 @@ def test_kube_scheduler_binds_a_gpu_share_pod_and_kwok_runs_it(
 
     pod = wait_for("pod gpu-share to be Running", running)
     assert pod.spec.node_name in {s.name for s in openb_nodes}
-    assert pod.metadata.annotations[GPU_MILLI_ANNOTATION] == "460"
+    # kube-scheduler does not know HAMi's per-GPU resources: its share pod asks a vGPU.
+    assert pod.spec.containers[0].resources.requests[GPU_RESOURCE] == "1"
     scheduled = api.list_namespaced_event(
         "e2e-bind", field_selector="involvedObject.name=gpu-share,reason=Scheduled"
     ).items
@@ -124,7 +127,8 @@ def test_kube_scheduler_binds_a_gpu_share_pod_and_kwok_runs_it(
 @pytest.mark.cluster
 def test_every_component_listens_on_loopback_only(dev_cluster: DevCluster) -> None:
     pids = cluster_pids(dev_cluster.info.workdir)
-    assert len(pids) == 5  # etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok
+    # etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, hami-device-plugin
+    assert len(pids) == 6
     listeners = listening_sockets(pids)
     assert listeners, "found no listening sockets: is /proc readable?"
     public = [x for x in listeners if x.address != "127.0.0.1"]
@@ -314,7 +318,11 @@ def test_missing_node_list_names_the_path(tmp_path: Path) -> None:
         (["up", "--port", "80"], 2, "port 80"),
         (["up", "--name", "Bad_Name"], 2, "cluster name 'Bad_Name'"),
         (["workload", "--openb-trace", "/nonexistent/pods.csv"], 2, "/nonexistent/pods.csv"),
-        (["workload", "--count", "1", "--gpu-milli", "1500"], 2, "gpu_milli must be in 1..1000"),
+        (
+            ["workload", "--count", "1", "--gpu-milli", "1500"],
+            2,
+            "gpu_milli must be a multiple of 10 in 10..1000",
+        ),
         (["build", "kubelet"], 2, "unknown build groups"),
         (["status", "--name", "never-started"], 1, "'never-started' is not running"),
     ],
