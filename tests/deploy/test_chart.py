@@ -238,9 +238,12 @@ def test_rbac_is_what_the_scheduler_calls_and_no_more(helm: Path) -> None:
         for verb in rule["verbs"]
     }
     assert granted == {
-        ("", "pods", "get"),  # after a bind whose answer was lost
+        ("", "pods", "get"),  # after a bind whose answer was lost; the pod named by a HAMi node lock
         ("", "pods", "list"),
         ("", "pods", "watch"),
+        ("", "pods", "patch"),  # HAMi's allocation annotations, before the bind
+        ("", "nodes", "get"),  # the HAMi node lock: read, then set or removed at that version
+        ("", "nodes", "patch"),
         ("", "nodes", "list"),
         ("", "nodes", "watch"),
         ("", "namespaces", "list"),
@@ -276,7 +279,8 @@ def test_notes_tell_the_user_to_set_the_scheduler_name(helm: Path) -> None:
     )
     notes = result.stdout.split("NOTES:", 1)[1]
     assert "schedulerName: packer" in notes
-    assert "rl-scheduler.io/gpu-milli" in notes
+    assert "nvidia.com/gpucores" in notes
+    assert "rl-scheduler.io/gpu-milli" not in notes
 
 
 def test_plain_manifests_are_the_rendered_chart(helm: Path) -> None:

@@ -167,9 +167,7 @@ def test_the_scheduler_runs_on_the_charts_rbac(
     with running_scheduler(identity, SCHEDULER, tmp_path, *args, env=env) as scheduler:
         pods = [pod(f"cpu-{i}", namespace, SCHEDULER) for i in range(8)]
         pods.append(pod("gpu-whole", namespace, SCHEDULER, gpus=1))
-        pods.append(
-            pod("gpu-share", namespace, SCHEDULER, gpus=1, annotations={"rl-scheduler.io/gpu-milli": "500"})
-        )
+        pods.append(pod("gpu-share", namespace, SCHEDULER, gpus=1, gpu_percent=50))
         pods.append(pod("too-big", namespace, SCHEDULER, cpu="1000"))
         for manifest in pods:
             core.create_namespaced_pod(namespace, manifest)
@@ -218,11 +216,13 @@ def test_requests_outside_the_rbac_are_refused(core: client.CoreV1Api, identity:
             "read a configmap": lambda: as_chart.read_namespaced_config_map(FULLNAME, NAMESPACE),
             "create a pod": lambda: as_chart.create_namespaced_pod("default", pod("x", "default", SCHEDULER)),
             "delete a pod": lambda: as_chart.delete_collection_namespaced_pod("default"),
-            "patch a pod": lambda: as_chart.patch_namespaced_pod(
-                "x", "default", {"metadata": {"labels": {"a": "b"}}}
+            "update a pod": lambda: as_chart.replace_namespaced_pod(
+                "x", "default", pod("x", "default", SCHEDULER)
             ),
-            "patch a node": lambda: as_chart.patch_node("e2e-node-000", {"metadata": {"labels": {"a": "b"}}}),
-            "read a node": lambda: as_chart.read_node("e2e-node-000"),
+            "update a node": lambda: as_chart.replace_node(
+                "e2e-node-000", {"metadata": {"name": "e2e-node-000"}}
+            ),
+            "delete a node": lambda: as_chart.delete_node("e2e-node-000"),
             "core events": lambda: as_chart.create_namespaced_event("default", core_event),
             "another lease": lambda: leases.read_namespaced_lease("kube-scheduler", NAMESPACE),
             "update another lease": lambda: leases.replace_namespaced_lease("someone-else", NAMESPACE, lease),
@@ -237,7 +237,9 @@ def test_requests_outside_the_rbac_are_refused(core: client.CoreV1Api, identity:
         }
     everywhere = {
         ("", "pods", "", "get"), ("", "pods", "", "list"), ("", "pods", "", "watch"),
-        ("", "nodes", "", "list"), ("", "nodes", "", "watch"),
+        ("", "pods", "", "patch"),
+        ("", "nodes", "", "get"), ("", "nodes", "", "list"), ("", "nodes", "", "watch"),
+        ("", "nodes", "", "patch"),
         ("", "namespaces", "", "list"), ("", "namespaces", "", "watch"),
         ("", "pods/binding", "", "create"), ("", "pods/status", "", "patch"),
         ("events.k8s.io", "events", "", "create"),

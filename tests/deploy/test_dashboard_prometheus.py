@@ -101,8 +101,7 @@ def test_every_dashboard_query_returns_data(
         first.append(pod("too-big-0", NAMESPACE, SCHEDULER, cpu="1000"))
         second = [pod(f"cpu-{i}", NAMESPACE, SCHEDULER) for i in range(12)]
         second += [pod(f"gpu-{i}", NAMESPACE, SCHEDULER, gpus=1) for i in range(3)]
-        shares = {"rl-scheduler.io/gpu-milli": "300"}
-        second += [pod(f"share-{i}", NAMESPACE, SCHEDULER, gpus=1, annotations=shares) for i in range(3)]
+        second += [pod(f"share-{i}", NAMESPACE, SCHEDULER, gpus=1, gpu_percent=30) for i in range(3)]
         second.append(pod("too-big-1", NAMESPACE, SCHEDULER, cpu="1000"))
         try:
             create_pods(core, first)
