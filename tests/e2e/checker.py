@@ -7,6 +7,7 @@ the Kubernetes client's own quantity parser), so a shared bug cannot hide itself
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -14,6 +15,10 @@ from typing import Any
 from kubernetes.utils import parse_quantity
 
 GPU = "nvidia.com/gpu"
+# HAMi's per-GPU amounts: no node advertises them (the kubelet drops them), the GPUs'
+# own check below counts them.
+PER_GPU = ("nvidia.com/gpucores", "nvidia.com/gpumem", "nvidia.com/gpumem-percentage")
+REGISTER = "hami.io/node-nvidia-register"
 
 
 def _requests(pod: Mapping[str, Any]) -> dict[str, float]:
@@ -113,27 +118,55 @@ def check(nodes: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]])
     return problems
 
 
+def _hami_gpus(node: Mapping[str, Any]) -> dict[str, tuple[int, int]] | None:
+    """A HAMi node's GPUs, UUID -> (cores %, memory MiB), from its register annotation
+    (JSON); None for a node without one."""
+    text = (node["metadata"].get("annotations") or {}).get(REGISTER)
+    if text is None:
+        return None
+    return {d["id"]: (d.get("devcore", 0), d.get("devmem", 0)) for d in json.loads(text)}
+
+
+def _allocated(annotations: Mapping[str, str]) -> list[tuple[str, int, int]]:
+    """(uuid, memory MiB, cores %) of every device in ``hami.io/vgpu-devices-allocated``."""
+    out = []
+    for container in annotations.get("hami.io/vgpu-devices-allocated", "").split(";"):
+        for device in container.split(":"):
+            if device:
+                uuid, _type, memory, cores = device.split(",")[:4]
+                out.append((uuid, int(memory), int(cores)))
+    return out
+
+
 def _check_resources(
     nodes: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], problems: Violations
 ) -> None:
+    """Per node: every requested resource (``nvidia.com/gpu`` too, as the kubelet
+    counts it) within allocatable. Per GPU of a HAMi node: the cores and memory of the
+    allocations naming it within what it registered, and every GPU pod holding as many
+    GPUs as it asked for."""
     used: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    gpu_share: dict[tuple[str, int], float] = defaultdict(float)
+    per_gpu: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     count: Counter[str] = Counter()
     for pod in pods:
         node = pod["spec"]["nodeName"]
         count[node] += 1
         requests = _requests(pod)
         for name, amount in requests.items():
-            if name != GPU:
+            if name not in PER_GPU:
                 used[node][name] += amount
+        gpus = _hami_gpus(nodes[node]) if node in nodes else None
+        if gpus is None or not requests.get(GPU):
+            continue
         annotations = pod["metadata"].get("annotations") or {}
-        if requests.get(GPU):
-            indices = [int(i) for i in annotations.get("rl-scheduler.io/gpu-index", "").split(",") if i]
-            if len(indices) != int(requests[GPU]):
-                problems.add(pod, f"holds GPUs {indices} for a request of {requests[GPU]:.0f}")
-            share = float(annotations.get("rl-scheduler.io/gpu-milli", 1000)) / 1000
-            for index in indices:
-                gpu_share[(node, index)] += share
+        devices = _allocated(annotations)
+        if annotations.get("hami.io/vgpu-node") != node or len(devices) != int(requests[GPU]):
+            problems.add(pod, f"holds GPUs {[d[0] for d in devices]} for a request of {requests[GPU]:.0f}")
+        for uuid, memory, cores in devices:
+            if uuid not in gpus:
+                problems.add(pod, f"holds {uuid}, which the node does not have")
+            per_gpu[(node, uuid)][0] += cores
+            per_gpu[(node, uuid)][1] += memory
     for name, node in nodes.items():
         allocatable = {k: float(parse_quantity(v)) for k, v in node["status"].get("allocatable", {}).items()}
         if count[name] > allocatable.get("pods", 0):
@@ -143,10 +176,13 @@ def _check_resources(
                 problems.append(
                     f"node {name}: {resource} {amount} requested > {allocatable.get(resource, 0)}"
                 )
-    for (node_name, index), share in gpu_share.items():
-        gpus = float(parse_quantity(nodes[node_name]["status"]["allocatable"].get(GPU, "0")))
-        if index >= gpus or share > 1 + 1e-9:
-            problems.append(f"node {node_name}: GPU {index} holds {share:.3f} of {gpus:.0f} GPUs")
+    for (node_name, uuid), (cores, memory) in per_gpu.items():
+        total_cores, total_memory = (_hami_gpus(nodes[node_name]) or {}).get(uuid, (0, 0))
+        if cores > total_cores or memory > total_memory:
+            problems.append(
+                f"node {node_name}: GPU {uuid} holds {cores}% cores of {total_cores}, "
+                f"{memory} MiB of {total_memory}"
+            )
 
 
 def _check_node_constraints(pod: Mapping[str, Any], node: Mapping[str, Any], problems: Violations) -> None:

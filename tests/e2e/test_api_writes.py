@@ -5,6 +5,7 @@ transport cannot reproduce the Configuration)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import Callable
@@ -111,10 +112,15 @@ def test_the_node_lock_is_set_and_removed_only_at_the_version_read(
     missing = Pod(name="no-such-pod", namespace=NAMESPACE)
 
     async def scenario() -> tuple[bool, bool, bool, bool]:
-        version = (await api.read_node(name))["metadata"]["resourceVersion"]
-        taken = await api.patch_node_annotation(
-            name, NODE_LOCK_ANNOTATION, "2026-01-01T00:00:00Z,a,b", version
-        )
+        taken = False
+        for _ in range(5):  # a new node is still being updated by the node controllers
+            version = (await api.read_node(name))["metadata"]["resourceVersion"]
+            taken = await api.patch_node_annotation(
+                name, NODE_LOCK_ANNOTATION, "2026-01-01T00:00:00Z,a,b", version
+            )
+            if taken:
+                break
+            await asyncio.sleep(0.5)
         stale = await api.patch_node_annotation(name, NODE_LOCK_ANNOTATION, None, version)  # changed since
         version = (await api.read_node(name))["metadata"]["resourceVersion"]
         released = await api.patch_node_annotation(name, NODE_LOCK_ANNOTATION, None, version)

@@ -17,12 +17,25 @@ def node(
     gpus: str = "0",
     zone: str = "a",
     taints: list[dict[str, str]] | None = None,
+    register: str | None = None,
 ) -> dict[str, Any]:
+    annotations = {} if register is None else {"hami.io/node-nvidia-register": register}
     return {
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "zone": zone}},
+        "metadata": {
+            "name": name,
+            "labels": {"kubernetes.io/hostname": name, "zone": zone},
+            "annotations": annotations,
+        },
         "spec": {"taints": taints or []},
         "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": pods, "nvidia.com/gpu": gpus}},
     }
+
+
+ONE_GPU = '[{"id":"GPU-0","count":10,"devmem":16384,"devcore":100,"type":"NVIDIA-T4","health":true}]'
+
+
+def hami(allocated: str) -> dict[str, str]:
+    return {"hami.io/vgpu-node": "n1", "hami.io/vgpu-devices-allocated": allocated}
 
 
 def pod(
@@ -56,18 +69,28 @@ CASES = [
     ),
     pytest.param([node("n1", pods="1")], [pod("a", "n1"), pod("b", "n1")], "2 pods > 1", id="pod count"),
     pytest.param(
+        [node("n1", gpus="10", register=ONE_GPU)],
+        [pod(p, "n1", gpus="1", annotations=hami("GPU-0,NVIDIA,4000,60:;")) for p in ("a", "b")],
+        "GPU GPU-0 holds 120% cores of 100, 8000 MiB of 16384",
+        id="gpu share: cores",
+    ),
+    pytest.param(
+        [node("n1", gpus="10", register=ONE_GPU)],
+        [pod(p, "n1", gpus="1", annotations=hami("GPU-0,NVIDIA,9000,10:;")) for p in ("a", "b")],
+        "GPU GPU-0 holds 20% cores of 100, 18000 MiB of 16384",
+        id="gpu share: memory",
+    ),
+    pytest.param(
+        [node("n1", gpus="10", register=ONE_GPU)],
+        [pod("a", "n1", gpus="1")],
+        "holds GPUs [] for a request of 1",
+        id="a GPU pod on a HAMi node without its allocation",
+    ),
+    pytest.param(
         [node("n1", gpus="1")],
-        [
-            pod(
-                p,
-                "n1",
-                gpus="1",
-                annotations={"rl-scheduler.io/gpu-index": "0", "rl-scheduler.io/gpu-milli": "600"},
-            )
-            for p in ("a", "b")
-        ],
-        "GPU 0 holds 1.200",
-        id="gpu share",
+        [pod(p, "n1", gpus="1") for p in ("a", "b")],
+        "nvidia.com/gpu 2.0 requested > 1.0",
+        id="whole GPUs as the kubelet counts them",
     ),
     pytest.param(
         [node("n1", taints=[{"key": "k", "effect": "NoSchedule"}])],

@@ -55,9 +55,7 @@ def trace_shapes(trace: str, count: int, seed: int) -> list[Shape]:
 
 
 def pod_of(shape: Shape, name: str, scheduler: str) -> dict[str, Any]:
-    annotations = {}
-    if shape.gpu_count and shape.gpu_milli < 1000:
-        annotations["rl-scheduler.io/gpu-milli"] = str(shape.gpu_milli)
+    share = shape.gpu_count and shape.gpu_milli < 1000
     return pod(
         name,
         NAMESPACE,
@@ -65,7 +63,7 @@ def pod_of(shape: Shape, name: str, scheduler: str) -> dict[str, Any]:
         cpu=f"{shape.cpu_milli}m",
         memory=str(shape.memory),
         gpus=shape.gpu_count if shape.gpu_milli else 0,
-        annotations=annotations,
+        gpu_percent=shape.gpu_milli // 10 if share else None,
     )
 
 

@@ -127,9 +127,15 @@ def test_binds_1000_mixed_pods_on_100_mixed_nodes_without_violations(
             id="unknown extended resource",
         ),
         pytest.param(
-            {"gpus": 1, "annotations": {"rl-scheduler.io/gpu-milli": "half"}},
-            "metadata.annotations.rl-scheduler.io/gpu-milli: 'half' is not an integer number of milli-GPUs",
+            {"gpus": 1, "gpu_percent": 150},
+            "spec.containers[0].resources.nvidia.com/gpucores: must be a percentage in 0..100, got 150",
             id="malformed GPU share",
+        ),
+        pytest.param(
+            {"gpus": 1, "annotations": {"rl-scheduler.io/gpu-milli": "500"}},
+            "0/100 nodes are available: the annotation rl-scheduler.io/gpu-milli is retired: ask a GPU "
+            "share with HAMi's resources instead",
+            id="the retired GPU share annotation",
         ),
         pytest.param(
             {

@@ -49,12 +49,18 @@ def pod(
     annotations: dict[str, str] | None = None,
     extra: dict[str, Any] | None = None,
     gpus: int = 0,
+    gpu_percent: int | None = None,
 ) -> dict[str, Any]:
+    """A pod; ``gpus`` GPUs (``nvidia.com/gpu``), with ``gpu_percent`` a HAMi share:
+    that percentage of each GPU's cores and memory."""
     requests: dict[str, Any] = {"cpu": cpu, "memory": memory}
     limits: dict[str, Any] = {}
     if gpus:
         requests["nvidia.com/gpu"] = str(gpus)
         limits["nvidia.com/gpu"] = str(gpus)
+    if gpu_percent is not None:
+        for resource in ("nvidia.com/gpucores", "nvidia.com/gpumem-percentage"):
+            requests[resource] = limits[resource] = str(gpu_percent)
     spec: dict[str, Any] = {
         "schedulerName": scheduler,
         "containers": [
@@ -145,17 +151,8 @@ def mixed_workload(namespace: str, scheduler: str, count: int = 1000, seed: int 
             extra = {"affinity": {"podAffinity": required_pod_terms("db", ZONE)}}
             out.append(pod(name, namespace, scheduler, labels=labels, extra=extra))
         elif kind == "share":
-            milli = str(rng.choice([100, 250, 300, 500]))
-            out.append(
-                pod(
-                    name,
-                    namespace,
-                    scheduler,
-                    labels=labels,
-                    gpus=1,
-                    annotations={"rl-scheduler.io/gpu-milli": milli},
-                )
-            )
+            percent = rng.choice([10, 25, 30, 50])
+            out.append(pod(name, namespace, scheduler, labels=labels, gpus=1, gpu_percent=percent))
         elif kind == "gpu":
             out.append(pod(name, namespace, scheduler, labels=labels, gpus=rng.choice([1, 2])))
         else:
