@@ -303,12 +303,12 @@ def _prepare_real_node(config: ClusterConfig, cache: Path) -> None:
     """Before the control plane: check the packages, and make the bridge whose address
     the API server will listen on (after recording the machine as it was)."""
     realnode.check_prerequisites()
-    other = realnode.other_running_node(config.name, cache)
+    layout = realnode.layout_of(config.name, cache)
+    other = realnode.other_running_node(layout)
     if other:
         raise InvalidArgumentError(
-            f"the real node of cluster {other!r} is running; one real node per machine: stop it first"
+            f"the real node in {other} is running; one real node per machine: stop it first"
         )
-    layout = realnode.layout_of(config.name, cache)
     realnode_host.HostRecord.load_or_take(layout.host_record)
     realnode_host.create_bridge()
 

@@ -29,6 +29,9 @@ CNI_PLUGINS_DIR: Path = Path("/usr/lib/cni")
 DEVICE_PLUGINS_DIR: Path = Path("/var/lib/kubelet/device-plugins")
 KUBELET_PORT: int = 10250
 RUN_ROOT: Path = Path("/run/rl-devcluster")
+# Names the folder of the real node running on this machine (one per machine, whatever
+# checkout or cache started it).
+ACTIVE_NODE: Path = RUN_ROOT / "active-node"
 # The real node's labels beyond the kubelet's own: a zone, as the KWOK nodes have
 # (devcluster.nodes), so workloads that spread over zones place there too.
 NODE_LABELS: dict[str, str] = {"topology.kubernetes.io/zone": "zone-a"}

@@ -89,16 +89,29 @@ def running(layout: NodeLayout) -> dict[str, int]:
     return found
 
 
-def other_running_node(cluster: str, cache: Path) -> str | None:
-    """The cluster whose real node runs on this machine, if not ``cluster``: the bridge,
-    the kubelet's port and its device-plugin folder allow one node per machine."""
-    root = cache / "realnodes"
-    if not root.is_dir():
+def other_running_node(layout: NodeLayout) -> str | None:
+    """The folder of the real node running on this machine, if it is not ``layout``'s:
+    the bridge, the kubelet's port and its device-plugin folder allow one node per
+    machine, whichever checkout started it."""
+    try:
+        owner = Path(config.ACTIVE_NODE.read_text().strip())
+    except OSError:
         return None
-    for folder in sorted(root.iterdir()):
-        if folder.name != cluster and folder.is_dir() and running(NodeLayout.of(folder.name, "", cache)):
-            return folder.name
-    return None
+    if owner == layout.files:
+        return None
+    other = NodeLayout(owner.name, owner, config.RUN_ROOT / owner.name, layout.images, "")
+    return str(owner) if running(other) else None
+
+
+def _claim_machine(layout: NodeLayout) -> None:
+    config.ACTIVE_NODE.parent.mkdir(parents=True, exist_ok=True)
+    config.ACTIVE_NODE.write_text(f"{layout.files}\n")
+
+
+def _release_machine(layout: NodeLayout) -> None:
+    with contextlib.suppress(OSError):
+        if Path(config.ACTIVE_NODE.read_text().strip()) == layout.files:
+            config.ACTIVE_NODE.unlink()
 
 
 # The processes this process started, to tell why one is gone (its exit status).
@@ -166,11 +179,12 @@ def up(
     out = out or sys.stderr
     cache = cache or cache_dir()
     check_prerequisites()
-    other = other_running_node(cluster, cache)
-    if other:
-        raise RealNodeError(f"the real node of cluster {other!r} is running; one per machine: stop it first")
     binaries = ensure_binaries(("node",), out=out)
     layout = layout_of(cluster, cache)
+    other = other_running_node(layout)
+    if other:
+        raise RealNodeError(f"the real node in {other} is running; one per machine: stop it first")
+    _claim_machine(layout)
     if len(running(layout)) == len(COMPONENTS):
         return layout
     start = time.monotonic()
@@ -294,4 +308,5 @@ def down(cluster: str, *, cache: Path | None = None, out: TextIO | None = None) 
         print(f"real node: {line}", file=out)
     shutil.rmtree(layout.run, ignore_errors=True)
     shutil.rmtree(layout.files, ignore_errors=True)
+    _release_machine(layout)
     return True
