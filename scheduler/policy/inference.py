@@ -43,7 +43,7 @@ from scheduler.policy.graph import GraphBuilder
 from scheduler.state.cluster_state import ClusterState, IntArray
 
 FloatArray = npt.NDArray[np.float32]
-PodKey = tuple[int, int, int, int, tuple[str, ...]]
+PodKey = tuple[int, int, int, int, tuple[str, ...], tuple[object, ...]]
 _MAX_POD_KEYS = 256
 
 
@@ -153,7 +153,10 @@ class _Logits:
 
 
 def pod_key(pod: Pod) -> PodKey:
-    return (pod.cpu_milli, pod.memory, pod.gpu.milli_per_gpu, pod.gpu.count, pod.gpu.models)
+    """What the logits depend on: the pod's shape and which GPUs fit it (its GPU choice
+    feeds the pair features)."""
+    gpu = pod.gpu
+    return (pod.cpu_milli, pod.memory, gpu.milli_per_gpu, gpu.count, gpu.models, gpu.gpu_filter_key)
 
 
 class CachedScorer:

@@ -44,25 +44,32 @@ def eligible_gpus(state: ClusterState, gpu: GpuRequest) -> BoolArray | None:
 
 def gpus_fitting(state: ClusterState, nodes: IntArray, gpu: GpuRequest) -> BoolArray:
     """``[B, MAX_GPUS]``: which GPUs of ``nodes`` can give ``gpu`` one GPU's worth."""
-    free = state.gpu_free_milli[nodes]
-    free_slots = state.gpu_free_slots[nodes]
-    if gpu.milli_per_gpu:
-        fits: BoolArray = free >= gpu.milli_per_gpu
-    else:
-        fits = free > 0
+    if 2 * nodes.size >= len(state):
+        # Most of the nodes (a filter's candidates): on the whole arrays, then pick the
+        # rows, rather than gathering every array's rows first.
+        fitting: BoolArray = _fitting(state, slice(None), gpu)[nodes]
+        return fitting
+    return _fitting(state, nodes, gpu)
+
+
+def _fitting(state: ClusterState, rows: IntArray | slice, gpu: GpuRequest) -> BoolArray:
+    free = state.gpu_free_milli[rows]
+    free_slots = state.gpu_free_slots[rows]
+    fits: BoolArray = free >= gpu.milli_per_gpu if gpu.milli_per_gpu else free > 0
     if gpu.milli_per_gpu >= MILLI_PER_GPU:
-        fits &= (free_slots == state.gpu_slots[nodes]) & (free_slots > 0)
-    else:
-        fits &= free_slots > 0
+        fits &= free_slots == state.gpu_slots[rows]
+    fits &= free_slots > 0
     if gpu.memory_mib:
-        fits &= state.gpu_free_memory[nodes] >= gpu.memory_mib
+        fits &= state.gpu_free_memory[rows] >= gpu.memory_mib
     elif gpu.memory_percent:
-        fits &= state.gpu_free_memory[nodes] >= state.gpu_memory[nodes] * gpu.memory_percent // 100
+        need = state.gpu_memory[rows] * gpu.memory_percent
+        need //= 100
+        fits &= state.gpu_free_memory[rows] >= need
     if not gpu.is_whole:
-        fits &= state.gpu_sharing[nodes][:, None]
+        fits &= state.gpu_sharing[rows][:, None]
     eligible = eligible_gpus(state, gpu)
     if eligible is not None:
-        fits &= eligible[nodes]
+        fits &= eligible[rows]
     return fits
 
 
