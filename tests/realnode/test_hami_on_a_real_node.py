@@ -14,6 +14,7 @@ and then goes to the GPU that pod freed.
 from __future__ import annotations
 
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
@@ -133,9 +134,11 @@ def test_six_30_percent_pods_run_and_after_a_restart_a_40_percent_pod_takes_the_
 ) -> None:
     image = images["scheduler"]
     names = [f"share-{i}" for i in range(6)]
+    started = time.monotonic()
     for name in names:
         core.create_namespaced_pod(scratch, share(name, scratch, 30, image))
     pods = [wait_for(lambda n=name: running(core, scratch, n), 180, f"{name} running") for name in names]
+    print(f"\nsix 30% pods running {time.monotonic() - started:.1f} s after they were created")
 
     uuids = {f"GPU-{hami_node}-{i}" for i in range(GPUS)}
     for pod in pods:
@@ -149,6 +152,7 @@ def test_six_30_percent_pods_run_and_after_a_restart_a_40_percent_pod_takes_the_
     settled = [core.read_namespaced_pod(n, scratch) for n in names]
     assert all(p.metadata.annotations.get(BIND_PHASE) == "success" for p in settled)
     usage = per_gpu(settled)
+    print(f"per GPU (cores %, MiB of {GPU_MEMORY_MIB}): {usage}")
     # 3 x 30% per GPU: no GPU over 100% of its cores or its memory.
     assert usage == dict.fromkeys(uuids, (90, 3 * (GPU_MEMORY_MIB * 30 // 100))), usage
 
@@ -184,8 +188,11 @@ def test_six_30_percent_pods_run_and_after_a_restart_a_40_percent_pod_takes_the_
     # ... until a 30% pod leaves; then it goes to the GPU that pod freed.
     freed, _, _ = held(settled[0])
     core.delete_namespaced_pod(names[0], scratch, grace_period_seconds=1)
+    deleted = time.monotonic()
     seventh = wait_for(lambda: running(core, scratch, "share-40"), 180, "the 40% pod running")
     uuid, memory, cores = held(seventh)
+    print(f"40% pod refused ({message}), then on {uuid} (freed by {names[0]}) and running "
+          f"{time.monotonic() - deleted:.1f} s after the delete")  # fmt: skip
     assert (uuid, memory, cores) == (freed, GPU_MEMORY_MIB * 40 // 100, 40)
     now = [p for p in core.list_namespaced_pod(scratch).items if p.metadata.deletion_timestamp is None]
     usage = per_gpu(now)
