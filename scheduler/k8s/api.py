@@ -244,9 +244,9 @@ class KubeApi:
     async def patch_pod_metadata(
         self, pod: Pod, annotations: Mapping[str, str], labels: Mapping[str, str]
     ) -> BindResult:
-        """JSON merge patch of the pod's annotations and labels. The pod's UID, when
-        known, goes in too: a pod recreated under the same name refuses it (the UID is
-        immutable), so the decision never lands on another pod."""
+        """JSON merge patch of the pod's annotations and labels (``BOUND``: written). The
+        pod's UID, when known, goes in too: a pod recreated under the same name refuses
+        it (the UID is immutable), so the decision never lands on another pod."""
         metadata: dict[str, Any] = {"annotations": dict(annotations), "labels": dict(labels)}
         if pod.uid:
             metadata["uid"] = pod.uid

@@ -20,13 +20,14 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
 from kubernetes.client.exceptions import ApiException
 
-from scheduler.k8s.api import KubeApi
+from scheduler.k8s.api import BindOutcome, BindResult, KubeApi
 from scheduler.objects.pod import Pod
 from scheduler.resources.gpu import MILLI_PER_CORE_PERCENT
 from scheduler.resources.hami import (
@@ -50,6 +51,11 @@ from scheduler.state.cluster_state import GpuUse
 log = logging.getLogger(__name__)
 # Tries at setting or removing the lock when the node changes in between (409).
 LOCK_ATTEMPTS = 5
+# How long a bind waits for another pod's lock (the device plugin releases it after
+# its Allocate) before the pod goes back to the queue to be decided again; and how
+# often, meanwhile, the lock is read again (it expires, its pod may go).
+NODE_LOCK_WAIT_S = 30.0
+NODE_LOCK_RECHECK_S = 5.0
 
 
 def now() -> dt.datetime:
@@ -186,3 +192,28 @@ class NodeLocker:
                     return
         except Exception as error:  # the lock expires after 5 minutes; nothing else to do
             log.warning("node lock of %s on %s not released: %s", pod.key, node, error)
+
+
+async def write_decision(
+    locker: NodeLocker, locks: NodeLocks, pod: Pod, node: str, allocation: str
+) -> BindResult | None:
+    """Steps 1 and 2: the node lock, then the pod's annotations (``BOUND``: written; on
+    a failure the lock is released). None when another pod's lock outlasted
+    ``NODE_LOCK_WAIT_S``: the pod is to be decided again."""
+    deadline = time.monotonic() + NODE_LOCK_WAIT_S
+    while True:
+        lock = await locker.acquire(pod, node)
+        if lock.state is LockState.TAKEN:
+            break
+        if lock.state is LockState.ERROR:
+            return BindResult(BindOutcome.ERROR, lock.detail)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            log.info("pod %s waited %g s for node %s: %s", pod.key, NODE_LOCK_WAIT_S, node, lock.detail)
+            return None
+        await locks.changed(node, min(left, NODE_LOCK_RECHECK_S))
+    annotations, labels = decision_metadata(node, allocation, now())
+    result = await locker.api.patch_pod_metadata(pod, annotations, labels)
+    if result.outcome is not BindOutcome.BOUND:
+        await locker.release(pod, node)
+    return result

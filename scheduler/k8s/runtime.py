@@ -20,8 +20,7 @@ from scheduler.framework.profile import Decision, schedule_pod
 from scheduler.framework.status import Code
 from scheduler.k8s.api import BindOutcome, BindResult, KubeApi
 from scheduler.k8s.cache import PodChange, SchedulerCache, pod_key
-from scheduler.k8s.hami import LockState, NodeLocker, NodeLocks, allocation_text, decision_metadata
-from scheduler.k8s.hami import now as hami_now
+from scheduler.k8s.hami import NodeLocker, NodeLocks, allocation_text, write_decision
 from scheduler.k8s.metrics import Metrics, attempts_label
 from scheduler.k8s.policy import PolicyManager
 from scheduler.k8s.queue import QueuedPod, QueueName, SchedulingQueue
@@ -48,11 +47,6 @@ def pod_requests(pod: Pod) -> dict[str, Any]:
 
 # How often gauges (queue sizes, cluster allocation) are refreshed.
 GAUGE_PERIOD_S = 5.0
-# How long a bind waits for another pod's HAMi node lock (the device plugin releases
-# it after its Allocate) before the pod goes back to the queue to be decided again;
-# and how often, meanwhile, the lock is read again (it expires, its pod may go).
-NODE_LOCK_WAIT_S = 30.0
-NODE_LOCK_RECHECK_S = 5.0
 
 
 class SchedulerRuntime:
@@ -223,27 +217,6 @@ class SchedulerRuntime:
         self.queue.failed(entry.pod.key, frozenset({"SchedulerError"}), unschedulable=False)
         self._spawn(self.reporter.failed(entry.pod, message, reason=SCHEDULER_ERROR))
 
-    async def _write_decision(self, pod: Pod, node: str, allocation: str) -> BindResult | None:
-        """HAMi's steps before the Binding: the node lock, then the pod's annotations.
-        None when another pod's lock outlasted ``NODE_LOCK_WAIT_S`` (the lock is not ours)."""
-        deadline = time.monotonic() + NODE_LOCK_WAIT_S
-        while True:
-            lock = await self.locker.acquire(pod, node)
-            if lock.state is LockState.TAKEN:
-                break
-            if lock.state is LockState.ERROR:
-                return BindResult(BindOutcome.ERROR, lock.detail)
-            left = deadline - time.monotonic()
-            if left <= 0:
-                log.info("pod %s waited %g s for node %s: %s", pod.key, NODE_LOCK_WAIT_S, node, lock.detail)
-                return None
-            await self.node_locks.changed(node, min(left, NODE_LOCK_RECHECK_S))
-        annotations, labels = decision_metadata(node, allocation, hami_now())
-        result = await self.api.patch_pod_metadata(pod, annotations, labels)
-        if result.outcome is not BindOutcome.BOUND:
-            await self.locker.release(pod, node)
-        return result
-
     async def _bind(
         self, entry: QueuedPod, decision: Decision, started: float, allocation: str | None
     ) -> None:
@@ -251,7 +224,7 @@ class SchedulerRuntime:
         try:
             written = BindResult(BindOutcome.BOUND)
             if allocation is not None:
-                waited = await self._write_decision(pod, decision.node, allocation)
+                waited = await write_decision(self.locker, self.node_locks, pod, decision.node, allocation)
                 if waited is None:
                     self._lock_wait_over(entry)
                     return

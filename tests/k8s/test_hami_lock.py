@@ -10,7 +10,16 @@ from typing import Any
 
 import pytest
 
-from scheduler.k8s.hami import LockState, NodeLocker, NodeLocks, allocation_text, decision_metadata
+from scheduler.k8s import hami
+from scheduler.k8s.api import BindOutcome, BindResult
+from scheduler.k8s.hami import (
+    LockState,
+    NodeLocker,
+    NodeLocks,
+    allocation_text,
+    decision_metadata,
+    write_decision,
+)
 from scheduler.objects.pod import Pod
 from scheduler.objects.pod_manifest import pod_from_manifest
 from scheduler.resources.hami import NODE_LOCK_ANNOTATION
@@ -31,6 +40,7 @@ class FakeApi:
     conflicts: int = 0
     version: int = 1
     calls: list[str] = field(default_factory=list)
+    patch_outcome: BindOutcome = BindOutcome.BOUND
 
     async def read_node(self, name: str) -> dict[str, Any]:
         self.calls.append(f"get {name}")
@@ -52,6 +62,12 @@ class FakeApi:
     async def pod_exists(self, namespace: str, name: str) -> bool:
         self.calls.append(f"get pod {namespace}/{name}")
         return f"{namespace}/{name}" in self.pods
+
+    async def patch_pod_metadata(
+        self, pod: Pod, annotations: dict[str, str], labels: dict[str, str]
+    ) -> BindResult:
+        self.calls.append(f"patch pod {pod.key} {sorted(annotations)} {labels}")
+        return BindResult(self.patch_outcome)
 
 
 def locker(api: FakeApi) -> NodeLocker:
@@ -153,3 +169,35 @@ def test_a_share_is_written_in_cores_percent_and_mib() -> None:
         "hami.io/bind-time": "1787293239",
     }
     assert labels == {"hami.io/vgpu-node": "n1"}
+
+
+@pytest.mark.parametrize(
+    ("api", "outcome", "lock_after", "patched"),
+    [
+        pytest.param(FakeApi(), BindOutcome.BOUND, OURS, True, id="locked, then the pod written"),
+        pytest.param(
+            FakeApi(lock=YOUNG, pods={"ns/q"}), None, YOUNG, False, id="held all along: decided again"
+        ),
+        pytest.param(
+            FakeApi(patch_outcome=BindOutcome.POD_GONE),
+            BindOutcome.POD_GONE,
+            None,
+            True,
+            id="pod gone: unlocked",
+        ),
+    ],
+)
+def test_the_decision_is_written_under_the_lock(
+    api: FakeApi,
+    outcome: BindOutcome | None,
+    lock_after: str | None,
+    patched: bool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(hami, "NODE_LOCK_WAIT_S", 0.3)
+    monkeypatch.setattr(hami, "NODE_LOCK_RECHECK_S", 0.1)
+    monkeypatch.setattr(hami, "now", lambda: NOW)
+    result = asyncio.run(write_decision(locker(api), NodeLocks(), POD, "n1", "GPU-0,NVIDIA,1000,10:;"))
+    assert (result.outcome if result else None) is outcome
+    assert api.lock == lock_after
+    assert any(c.startswith("patch pod ns/p") for c in api.calls) is patched
