@@ -46,6 +46,9 @@ class Pod:
     ``requests`` holds canonical integers: CPU in millicores, memory and storage in
     bytes, extended resources in units. It already folds in init containers,
     sidecars, overhead and pod-level resources (``scheduler.resources.pod_request``).
+    HAMi's per-GPU amounts (``nvidia.com/gpucores``, ``gpumem``, ``gpumem-percentage``)
+    are not requests of the node: they are in ``gpu``, with ``nvidia.com/gpu``, which
+    stays here too (the kubelet counts it).
     ``nonzero_cpu_milli``/``nonzero_memory`` are the scoring requests, where a
     container without a request counts as 100m / 200Mi.
     """
