@@ -33,7 +33,7 @@ from scheduler.resources.gpu import (
 )
 from scheduler.resources.hami import REGISTER_ANNOTATION
 from scheduler.state.cluster_state import BoolArray, ClusterState, IntArray
-from scheduler.state.gpu_fit import eligible_gpus, gpus_with_room
+from scheduler.state.gpu_fit import count_per_node, eligible_gpus, gpus_with_room
 
 INSUFFICIENT_GPU = f"Insufficient {GPU_RESOURCE}"
 WRONG_GPU = "node(s) didn't match the pod's GPU type, UUID or mode"
@@ -137,7 +137,7 @@ class GpuShare(SkipUnlessBase):
         rejected = np.zeros(nodes.size, np.bool_)
         eligible = eligible_gpus(state, gpu)
         if eligible is not None:
-            wrong = np.logical_not((eligible[nodes] & state.gpu_exists()[nodes]).any(axis=1))
+            wrong = count_per_node(eligible)[nodes] == 0  # the mask is False past a node's GPUs
             if wrong.any():
                 out.append(Rejection(WRONG_GPU, wrong, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
                 rejected |= wrong
