@@ -13,7 +13,7 @@ BIN := $(VENV)/bin
 export PIP_CACHE_DIR ?= $(CURDIR)/.cache/pip
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup simulate test lint typecheck unit cluster-tests real-node-tests binaries \
+.PHONY: setup simulate test lint typecheck unit cluster-tests real-node-tests binaries all-binaries \
 	prometheus real-node-deps images generate clean
 
 $(VENV)/.installed: pyproject.toml
@@ -82,7 +82,12 @@ real-node-tests: setup binaries real-node-deps
 	hack/build-binaries.sh node
 	$(BIN)/pytest -m realnode
 
-test: lint typecheck unit cluster-tests real-node-tests
+# The binaries first: their build needs Go's caches (about 6 GB, removed once it is
+# done), and then nothing else is on the disk yet.
+test: all-binaries lint typecheck unit cluster-tests real-node-tests
+
+all-binaries:
+	hack/build-binaries.sh kubernetes node etcd kwok helm
 
 clean:
 	rm -rf runs .pytest_cache .mypy_cache .ruff_cache

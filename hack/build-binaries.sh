@@ -8,9 +8,15 @@
 #   hack/build-binaries.sh etcd kwok  # only these groups (kubernetes, node, etcd, kwok, helm)
 #   hack/build-binaries.sh --print-dir kubernetes   # where a group's binaries live
 #
+#   hack/build-binaries.sh --keep-go-caches ...     # keep Go's caches after the build
+#
 # Binaries land in .cache/bin/<group>-<version>/ and are reused: a group whose
-# directory is complete is not rebuilt. Go's module and build caches live in
-# .cache/go/ so CI can keep them between runs. Exit codes: 0 ok, 2 bad usage,
+# directory is complete is not rebuilt, so the binaries are the cache. Go's module and
+# build caches (.cache/go/, about 6 GB for every group) are removed once the requested
+# groups are built, unless --keep-go-caches (or RL_KEEP_GO_CACHES=1) is given: a CI
+# machine then needs room for one build at a time, not for the build and everything
+# after it. The node group also keeps the Kubernetes module's pause.c, which
+# hack/images.sh compiles into the pause image. Exit codes: 0 ok, 2 bad usage,
 # 3 no usable Go toolchain, 4 build or version check failed.
 set -euo pipefail
 
@@ -144,6 +150,7 @@ group_is_built() {
   out="$(group_dir "$1")"
   [[ -f "${out}/.complete" ]] || return 1
   for b in $(group_binaries "$1"); do [[ -x "${out}/${b}" ]] || return 1; done
+  [[ "$1" != node || -f "${out}/pause.c" ]]
 }
 
 check_versions() { # group dir
@@ -185,7 +192,10 @@ build_group() {
   [[ "$(group_binaries "${group}")" == *" "* ]] || target="${tmp}/$(group_binaries "${group}")"
   # -v names each package as it is compiled: count them for a progress line.
   # shellcheck disable=SC2046
-  if ! (cd "${dir}" && go build -v -trimpath -ldflags "-s -w $(group_ldflags "${group}")" \
+  # No DWARF in the compiled packages: -w drops it from the binaries anyway, and without
+  # it the build cache is a fifth smaller and the build a fifth faster (etcd: 258 MB in
+  # 41 s against 330 MB in 54 s).
+  if ! (cd "${dir}" && go build -v -trimpath -gcflags=all=-dwarf=false -ldflags "-s -w $(group_ldflags "${group}")" \
     -o "${target}" $(group_packages "${group}") 2>&1) |
     while IFS= read -r line; do
       if [[ "${line}" == *" "* || "${line}" == *:* ]]; then
@@ -200,6 +210,10 @@ build_group() {
     die 4 "building ${group} failed (see the messages above)"
   fi
   check_versions "${group}" "${tmp}"
+  if [[ "${group}" == node ]]; then
+    cp "$(cd "${dir}" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c" "${tmp}/" ||
+      die 4 "no pause.c in the Kubernetes module"
+  fi
   touch "${tmp}/.complete"
   chmod 755 "${tmp}" # mktemp made it private
   rm -rf "${out}"
@@ -208,7 +222,11 @@ build_group() {
 }
 
 main() {
-  local groups=() g
+  local groups=() g keep_caches="${RL_KEEP_GO_CACHES:-0}"
+  if [[ "${1:-}" == "--keep-go-caches" ]]; then
+    keep_caches=1
+    shift
+  fi
   if [[ "${1:-}" == "--print-dir" ]]; then
     [[ $# -eq 2 ]] || die 2 "usage: $0 --print-dir GROUP"
     [[ -n "$(group_version "$2")" ]] || die 2 "unknown group '$2'"
@@ -224,9 +242,26 @@ main() {
   for g in "${groups[@]}"; do
     group_is_built "${g}" || { check_go; break; }
   done
-  local start=${SECONDS}
-  for g in "${groups[@]}"; do build_group "${g}"; done
+  local start=${SECONDS} built=0
+  for g in "${groups[@]}"; do
+    group_is_built "${g}" || built=1
+    build_group "${g}"
+  done
   echo "==> all requested binaries ready in $((SECONDS - start)) s"
+  if ((built)) && [[ "${keep_caches}" != 1 ]]; then drop_go_caches; fi
+}
+
+# Only this cache's own Go caches (never a GOCACHE_OVERRIDE or GOMODCACHE_OVERRIDE, which
+# may be the user's). The module cache is read-only by Go's design: made writable first.
+drop_go_caches() {
+  local d freed=0
+  for d in "${GOCACHE}" "${GOMODCACHE}"; do
+    [[ -d "${d}" && "${d}" == "${CACHE_DIR}/go/"* ]] || continue
+    freed=$((freed + $(du -sm "${d}" | cut -f1)))
+    chmod -R u+w "${d}"
+    rm -rf "${d}"
+  done
+  echo "==> removed Go's build and module caches (${freed} MB; --keep-go-caches keeps them)"
 }
 
 main "$@"

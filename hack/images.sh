@@ -153,8 +153,9 @@ build_pause() {
   local ref src work
   ref="$(ref_of pause)"
   if image_exists "${ref}"; then return 0; fi
-  src="$(GOFLAGS=-mod=readonly GOMODCACHE="${CACHE_DIR}/go/mod" go -C "${HACK_DIR}/tools/kubernetes" list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c"
-  [[ -f "${src}" ]] || die 4 "no pause.c in the Kubernetes module (${src}); run hack/build-binaries.sh kubernetes first"
+  # The node's binaries keep the pause.c of the Kubernetes module they were built from.
+  src="$("${HACK_DIR}/build-binaries.sh" --print-dir node)/pause.c"
+  [[ -f "${src}" ]] || die 4 "no ${src}; run hack/build-binaries.sh node first"
   work="$(mktemp -d)"
   gcc -Os -Wall -static -DVERSION="${PAUSE_VERSION}" -o "${work}/pause" "${src}" || die 4 "compiling pause.c failed"
   strip "${work}/pause"
