@@ -13,17 +13,21 @@ lock that names it. ``up`` runs it for the cluster's KWOK nodes (component
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import queue
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterable
+import zlib
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client, watch
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from kubernetes.watch.watch import iter_resp_lines
 
 from devcluster import kube, names
 from scheduler.resources.hami import (
@@ -77,21 +81,43 @@ def is_kwok_node(core: client.CoreV1Api) -> Callable[[str], bool]:
     return check
 
 
+# Threads playing Allocate: a node's pods go to one of them, in order, as one plugin per
+# node would see them; different nodes proceed in parallel, as their plugins do.
+WORKERS = 8
+# One watch lasts this long before it is resumed from its last resourceVersion.
+WATCH_TIMEOUT_S = 300
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+
+
+def lock_path() -> str:
+    """JSON-pointer path of the node lock annotation ("/" escaped as "~1")."""
+    return "/metadata/annotations/" + NODE_LOCK_ANNOTATION.replace("~", "~0").replace("/", "~1")
+
+
 class DevicePluginStandIn:
-    """Allocate for HAMi pods bound to the nodes ``serves`` accepts."""
+    """Allocate for HAMi pods bound to the nodes ``serves`` accepts.
+
+    It reads the pods as plain JSON (no client models: with 5,000 pods a relist or a
+    watch decoded into models costs seconds of CPU that a real plugin, one per node,
+    never spends) and keeps one watch open, resuming it where it ended."""
 
     def __init__(self, core: client.CoreV1Api, serves: Callable[[str], bool]) -> None:
         self.core = core
         self.serves = serves
         self.allocated: list[str] = []  # namespace/name, in order
+        self._queues = [queue.SimpleQueue[dict[str, Any] | None]() for _ in range(WORKERS)]
+        self._pending: set[str] = set()  # namespace/name handed to a worker, not yet done
+        self._guard = threading.Lock()
 
-    def allocate(self, pod: Any) -> bool:
-        """Play Allocate for ``pod`` (a V1Pod) if it waits for it; True if it did."""
-        annotations = pod.metadata.annotations or {}
-        node = pod.spec.node_name
+    def allocate(self, pod: Mapping[str, Any]) -> bool:
+        """Play Allocate for ``pod`` (its JSON) if it waits for it; True if it did."""
+        metadata = pod.get("metadata") or {}
+        annotations = metadata.get("annotations") or {}
+        node = (pod.get("spec") or {}).get("nodeName")
         if not node or annotations.get(BIND_PHASE) != BIND_PHASE_ALLOCATING or not self.serves(node):
             return False
-        namespace, name = pod.metadata.namespace, pod.metadata.name
+        namespace, name = metadata["namespace"], metadata["name"]
         patch = {
             "metadata": {
                 "annotations": {
@@ -101,52 +127,126 @@ class DevicePluginStandIn:
             }
         }
         try:
-            self.core.patch_namespaced_pod(name, namespace, patch)
+            self.core.patch_namespaced_pod(
+                name, namespace, patch, _preload_content=False, _content_type=MERGE_PATCH
+            )
         except ApiException as error:
             if error.status == 404:
                 return False
             raise
         self.release(node, namespace, name)
-        self.allocated.append(f"{namespace}/{name}")
+        with self._guard:
+            self.allocated.append(f"{namespace}/{name}")
         return True
 
     def release(self, node: str, namespace: str, pod: str) -> None:
-        """Remove the node lock if it names the pod (HAMi's ``ReleaseNodeLock``)."""
-        for _ in range(5):
-            current: Any = self.core.read_node(node).metadata
-            lock = (current.annotations or {}).get(NODE_LOCK_ANNOTATION)
-            if lock is None or not lock.endswith(f",{namespace},{pod}"):
+        """Remove the node lock if it names the pod (HAMi's ``ReleaseNodeLock``), in one
+        request: a JSON patch that tests the lock's value before removing it."""
+        try:
+            response: Any = self.core.read_node(node, _preload_content=False)
+            current = json.loads(response.data)
+        except ApiException as error:
+            if error.status == 404:
                 return
-            version = current.resource_version
-            patch = {"metadata": {"annotations": {NODE_LOCK_ANNOTATION: None}, "resourceVersion": version}}
+            raise
+        lock = ((current.get("metadata") or {}).get("annotations") or {}).get(NODE_LOCK_ANNOTATION)
+        if lock is None or not lock.endswith(f",{namespace},{pod}"):
+            return
+        operations = [
+            {"op": "test", "path": lock_path(), "value": lock},
+            {"op": "remove", "path": lock_path()},
+        ]
+        try:
+            self.core.patch_node(node, operations, _preload_content=False, _content_type=JSON_PATCH)
+        except ApiException as error:
+            if error.status not in (404, 409, 422):  # gone, or another lock by now
+                raise
+
+    def _submit(self, pod: dict[str, Any]) -> None:
+        """Hand a pod waiting for Allocate to its node's worker, once."""
+        metadata = pod.get("metadata") or {}
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node or (metadata.get("annotations") or {}).get(BIND_PHASE) != BIND_PHASE_ALLOCATING:
+            return
+        key = f"{metadata.get('namespace')}/{metadata.get('name')}"
+        with self._guard:
+            if key in self._pending:
+                return
+            self._pending.add(key)
+        self._queues[zlib.crc32(node.encode()) % WORKERS].put(pod)
+
+    def _work(self, inbox: queue.SimpleQueue[dict[str, Any] | None]) -> None:
+        while (pod := inbox.get()) is not None:
+            metadata = pod.get("metadata") or {}
             try:
-                self.core.patch_node(node, patch)
-                return
-            except ApiException as error:
-                if error.status != 409:
-                    raise
+                self.allocate(pod)
+            except Exception as error:  # the API server restarts in some tests; carry on
+                log.warning(
+                    "HAMi device plugin stand-in: %s/%s: %s",
+                    metadata.get("namespace"),
+                    metadata.get("name"),
+                    error,
+                )
+            finally:
+                with self._guard:
+                    self._pending.discard(f"{metadata.get('namespace')}/{metadata.get('name')}")
+
+    def _list(self) -> str:
+        """Every HAMi pod now; the listing's resourceVersion."""
+        response: Any = self.core.list_pod_for_all_namespaces(
+            label_selector=VGPU_NODE, _preload_content=False
+        )
+        listing = json.loads(response.data)
+        for pod in listing.get("items") or []:
+            self._submit(pod)
+        return str(listing["metadata"]["resourceVersion"])
+
+    def _watch(self, version: str, stop: threading.Event) -> str | None:
+        """Events after ``version`` until the watch ends; the last version seen, or None
+        when it is too old (410) and a new listing is needed."""
+        response: Any = self.core.list_pod_for_all_namespaces(
+            label_selector=VGPU_NODE,
+            watch=True,
+            resource_version=version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=WATCH_TIMEOUT_S,
+            _preload_content=False,
+        )
+        try:
+            for line in iter_resp_lines(response):  # type: ignore[no-untyped-call]
+                event = json.loads(line)
+                kind, obj = event.get("type"), event.get("object") or {}
+                if kind == "ERROR":
+                    return None if obj.get("code") == 410 else version
+                version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+                if kind in ("ADDED", "MODIFIED"):
+                    self._submit(obj)
+                if stop.is_set():
+                    break
+        finally:
+            response.release_conn()
+        return version
 
     def run(self, stop: threading.Event) -> None:
         """Watch HAMi pods (the ``hami.io/vgpu-node`` label) until ``stop``."""
-        while not stop.is_set():
-            try:
-                listing: Any = self.core.list_pod_for_all_namespaces(label_selector=VGPU_NODE)
-                for pod in listing.items:
-                    self.allocate(pod)
-                stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
-                    self.core.list_pod_for_all_namespaces,
-                    label_selector=VGPU_NODE,
-                    resource_version=listing.metadata.resource_version,
-                    timeout_seconds=5,
-                )
-                for event in stream:
-                    if event["type"] in ("ADDED", "MODIFIED"):
-                        self.allocate(event["object"])
-                    if stop.is_set():
-                        break
-            except Exception as error:  # the API server restarts in some tests; carry on
-                log.warning("HAMi device plugin stand-in: %s", error)
-                stop.wait(1.0)
+        workers = [
+            threading.Thread(target=self._work, args=(inbox,), name=f"hami-allocate-{i}", daemon=True)
+            for i, inbox in enumerate(self._queues)
+        ]
+        for worker in workers:
+            worker.start()
+        version: str | None = None
+        try:
+            while not stop.is_set():
+                try:
+                    version = self._watch(version, stop) if version else self._list()
+                except Exception as error:  # the API server restarts in some tests; carry on
+                    log.warning("HAMi device plugin stand-in: %s", error)
+                    version = None
+                    stop.wait(1.0)
+        finally:
+            for inbox in self._queues:
+                inbox.put(None)
 
 
 def serve(kubeconfig: Path, stop: threading.Event | None = None, nodes: Iterable[str] = ()) -> None:

@@ -201,3 +201,35 @@ def test_the_decision_is_written_under_the_lock(
     assert (result.outcome if result else None) is outcome
     assert api.lock == lock_after
     assert any(c.startswith("patch pod ns/p") for c in api.calls) is patched
+
+
+def test_pods_bound_to_one_node_take_its_lock_one_at_a_time_in_arrival_order() -> None:
+    """Five of our pods for one node: each reads the node only when its turn comes (the
+    device plugin releases each lock after its Allocate), not at every release."""
+    api = FakeApi()
+    locks = NodeLocks()
+    pods = [Pod(name=f"p{i}", namespace="ns", uid=f"u{i}") for i in range(5)]
+    api.pods = {pod.key for pod in pods}
+    order: list[str] = []
+
+    async def plugin() -> None:  # releases each lock a moment after it is taken
+        while len(order) < len(pods):
+            await asyncio.sleep(0.01)
+            if api.lock is not None:  # the node watch shows the lock, then its release
+                locks.observe("n1", {NODE_LOCK_ANNOTATION: api.lock})
+                order.append(api.lock.rsplit(",", 1)[1])
+                api.lock = None
+                locks.observe("n1", {})
+
+    async def run() -> None:
+        writes = [write_decision(locker(api), locks, pod, "n1", "GPU-0,NVIDIA,1000,10:;") for pod in pods]
+        results = await asyncio.gather(plugin(), *writes)
+        assert all(result is not None and result.outcome is BindOutcome.BOUND for result in results[1:])
+
+    asyncio.run(run())
+    assert order == [pod.name for pod in pods]
+    reads = [call for call in api.calls if call == "get n1"]
+    # The first pod reads once; each later one once while the lock is still held by its
+    # predecessor and once after the release: 1 + 2 x 4. Without turns, every waiting
+    # pod reads the node at every release, and this bound fails.
+    assert len(reads) <= 1 + 2 * (len(pods) - 1), api.calls
