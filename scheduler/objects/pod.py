@@ -13,6 +13,7 @@ from scheduler.objects.selectors import (
     TopologySpreadConstraint,
 )
 from scheduler.objects.taints import Toleration
+from scheduler.objects.volumes import InlineDisk, PodVolume
 from scheduler.resources.gpu import NO_GPU, GpuRequest
 
 CPU = "cpu"
@@ -73,6 +74,9 @@ class Pod:
     priority: int = 0
     scheduler_name: str = "default-scheduler"
     scheduling_gates: tuple[str, ...] = ()
+    # Volumes through claims (PVCs, generic ephemeral), and inline disks that conflict.
+    volumes: tuple[PodVolume, ...] = ()
+    inline_disks: tuple[InlineDisk, ...] = ()
     # Reasons we refuse to schedule the pod at all (features we do not support).
     unsupported: tuple[str, ...] = ()
     # Where the pod came from, for trace replays and error messages.

@@ -23,6 +23,7 @@ from scheduler.objects.selectors import (
     WeightedPodAffinityTerm,
 )
 from scheduler.objects.taints import Toleration
+from scheduler.objects.volume_manifest import pod_volumes
 from scheduler.resources.gpu import (
     GPU_CORES_RESOURCE,
     GPU_MEMORY_PERCENT_RESOURCE,
@@ -245,42 +246,10 @@ def _topology_spread(reader: FieldReader, raw: Any) -> tuple[TopologySpreadConst
     return tuple(out)
 
 
-# Volumes that need a scheduler's decision (kube-scheduler's VolumeBinding, VolumeZone,
-# VolumeRestrictions and NodeVolumeLimits plugins): a claim may have to be bound, or
-# provisioned where the pod goes, or may tie the pod to a zone. The other volume types
-# (emptyDir, configMap, secret, hostPath, projected, downwardAPI, inline csi, nfs, ...)
-# are the kubelet's alone.
-NO_VOLUME_BINDING = "rl-scheduler does not bind volumes yet; use the default scheduler for this pod"
-
-
-def _volume_claims(reader: FieldReader, spec: Manifest, pod_name: str) -> list[str]:
-    reasons = []
-    for i, raw in enumerate(reader.sequence(spec.get("volumes"), "spec.volumes")):
-        path = f"spec.volumes[{i}]"
-        volume = reader.mapping(raw, path)
-        name = reader.string(volume.get("name"), f"{path}.name")
-        if volume.get("persistentVolumeClaim") is not None:
-            claim_path = f"{path}.persistentVolumeClaim"
-            claim = reader.string(
-                reader.mapping(volume["persistentVolumeClaim"], claim_path).get("claimName"),
-                f"{claim_path}.claimName",
-            )
-            reasons.append(
-                f'pod has PersistentVolumeClaim volume "{name}" (claim "{claim}"): {NO_VOLUME_BINDING}'
-            )
-        elif volume.get("ephemeral") is not None:
-            # A generic ephemeral volume's claim is named <pod>-<volume>.
-            reasons.append(
-                f'pod has ephemeral volume "{name}" (claim "{pod_name}-{name}"): {NO_VOLUME_BINDING}'
-            )
-    return reasons
-
-
-def _unsupported(reader: FieldReader, spec: Manifest, pod_name: str) -> tuple[str, ...]:
+def _unsupported(reader: FieldReader, spec: Manifest) -> tuple[str, ...]:
     reasons: list[str] = []
     if reader.sequence(spec.get("resourceClaims"), "spec.resourceClaims"):
         reasons.append("pod uses resource claims (DRA), which rl-scheduler does not allocate")
-    reasons += _volume_claims(reader, spec, pod_name)
     return tuple(reasons)
 
 
@@ -323,6 +292,7 @@ def pod_from_manifest(manifest: Manifest) -> Pod:
         )
         for i, g in enumerate(reader.sequence(spec.get("schedulingGates"), "spec.schedulingGates"))
     )
+    volumes, inline_disks = pod_volumes(reader, spec, name)
     return Pod(
         name=name,
         namespace=namespace,
@@ -346,5 +316,7 @@ def pod_from_manifest(manifest: Manifest) -> Pod:
         priority=reader.integer(spec.get("priority"), "spec.priority"),
         scheduler_name=reader.string(spec.get("schedulerName"), "spec.schedulerName", "default-scheduler"),
         scheduling_gates=gates,
-        unsupported=(*gpu_reasons, *_unsupported(reader, spec, name)),
+        unsupported=(*gpu_reasons, *_unsupported(reader, spec)),
+        volumes=volumes,
+        inline_disks=inline_disks,
     )

@@ -39,9 +39,13 @@ from scheduler.plugins.filters.node_name import NodeName
 from scheduler.plugins.filters.node_ports import NodePorts
 from scheduler.plugins.filters.node_resources_fit import NodeResourcesFit
 from scheduler.plugins.filters.node_unschedulable import NodeUnschedulable
+from scheduler.plugins.filters.node_volume_limits import NodeVolumeLimits
 from scheduler.plugins.filters.pod_topology_spread import PodTopologySpread
 from scheduler.plugins.filters.taint_toleration import TaintToleration
 from scheduler.plugins.filters.unsupported import Unsupported
+from scheduler.plugins.filters.volume_binding import VolumeBinding
+from scheduler.plugins.filters.volume_restrictions import VolumeRestrictions
+from scheduler.plugins.filters.volume_zone import VolumeZone
 from scheduler.plugins.scores.best_fit import BestFitScore
 from scheduler.plugins.scores.dot_prod import DotProdScore
 from scheduler.plugins.scores.fgd import FgdScore
@@ -88,6 +92,10 @@ def default_filters() -> list[FilterPlugin]:
         NodePorts(),
         NodeResourcesFit(),
         GpuShare(),
+        VolumeRestrictions(),
+        NodeVolumeLimits(),
+        VolumeBinding(),
+        VolumeZone(),
         PodTopologySpread(),
         InterPodAffinity(),
     ]

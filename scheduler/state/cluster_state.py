@@ -20,6 +20,7 @@ import numpy.typing as npt
 from scheduler.objects.node import Gpu, Node
 from scheduler.objects.pod import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Pod
 from scheduler.resources.gpu import MAX_GPUS_PER_NODE, MILLI_PER_GPU
+from scheduler.volumes.catalog import VolumeCatalog
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
@@ -107,6 +108,8 @@ class ClusterState:
         # preferred (kube's ``PodsWithAffinity``): the InterPodAffinity score reads their
         # terms for every incoming pod.
         self.affinity_pod_keys: set[str] = set()
+        # Claims, volumes, classes and CSI limits (empty in trace replays).
+        self.volumes = VolumeCatalog()
         # Bumped when nodes are added or removed or their labels/taints change.
         self.topology_version = 0
         self._size = 0

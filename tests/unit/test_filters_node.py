@@ -16,8 +16,6 @@ from scheduler.plugins.filters.taint_toleration import TaintToleration
 from scheduler.plugins.filters.unsupported import Unsupported
 from tests.builders import make_node, make_pod, make_state, pod_manifest, verdicts
 
-NO_VOLUME_BINDING = "rl-scheduler does not bind volumes yet; use the default scheduler for this pod"
-
 
 def with_volumes(name: str, *volumes: dict[str, Any]) -> Any:
     manifest = pod_manifest(name)
@@ -444,46 +442,15 @@ CASES = [
     ),
     pytest.param(
         Unsupported(),
-        with_volumes("db-0", {"name": "data", "persistentVolumeClaim": {"claimName": "data-db-0"}}),
-        [make_node("n1"), make_node("n2")],
-        [],
-        expect(
-            n1=f'pod has PersistentVolumeClaim volume "data" (claim "data-db-0"): {NO_VOLUME_BINDING}',
-            n2=f'pod has PersistentVolumeClaim volume "data" (claim "data-db-0"): {NO_VOLUME_BINDING}',
-        ),
-        id="unsupported: a PersistentVolumeClaim volume, on every node",
-    ),
-    pytest.param(
-        Unsupported(),
-        with_volumes(
-            "scratch-7f",
-            {
-                "name": "scratch",
-                "ephemeral": {"volumeClaimTemplate": {"spec": {"accessModes": ["ReadWriteOnce"]}}},
-            },
-        ),
-        [make_node("n1")],
-        [],
-        expect(n1=f'pod has ephemeral volume "scratch" (claim "scratch-7f-scratch"): {NO_VOLUME_BINDING}'),
-        id="unsupported: a generic ephemeral volume (its claim is <pod>-<volume>)",
-    ),
-    pytest.param(
-        Unsupported(),
         with_volumes(
             "two",
             {"name": "a", "persistentVolumeClaim": {"claimName": "claim-a", "readOnly": True}},
-            {"name": "cache", "emptyDir": {}},
             {"name": "b", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}},
         ),
         [make_node("n1")],
         [],
-        expect(
-            n1=(
-                f'pod has PersistentVolumeClaim volume "a" (claim "claim-a"): {NO_VOLUME_BINDING}',
-                f'pod has ephemeral volume "b" (claim "two-b"): {NO_VOLUME_BINDING}',
-            )
-        ),
-        id="unsupported: one reason per claim; the emptyDir beside them is fine",
+        expect(n1=""),
+        id="unsupported: claims are the volume filters' to decide (tests/unit/test_filters_volumes.py)",
     ),
     pytest.param(
         Unsupported(),

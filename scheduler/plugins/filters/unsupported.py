@@ -1,7 +1,6 @@
-"""Unsupported: pods that need what rl-scheduler does not do (resource claims;
-PersistentVolumeClaim and generic ephemeral volumes, whose binding, provisioning and
-zones kube-scheduler's volume plugins decide) are rejected on every node with a reason
-that names the claim and says so, never placed where they might not work. A pod with scheduling gates is not
+"""Unsupported: pods that need what rl-scheduler does not do (resource claims, DRA)
+are rejected on every node with a reason that says so, never placed where they might
+not work. A pod with scheduling gates is not
 attempted at all (kube-scheduler's SchedulingGates PreEnqueue); the live queue keeps
 it aside, and a cycle run on it anyway says why it waits."""
 

@@ -1,0 +1,73 @@
+"""NodeVolumeLimits: where a node's CSINode gives a CSI driver an allocatable count,
+the distinct volumes of that driver used by the node's pods plus the pod's new ones
+must not exceed it. A claim's driver and volume handle come from its bound CSI
+PersistentVolume, else (unbound) from its class's provisioner with a handle of the
+claim's own. Not counted, unlike kube-scheduler: VolumeAttachments (volumes still
+attached for pods that are gone) and in-tree volumes migrated to CSI."""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+
+import numpy as np
+
+from scheduler.framework.plugin import CycleContext, Rejection, SkipUnlessBase
+from scheduler.objects.pod import Pod
+from scheduler.state.cluster_state import IntArray
+from scheduler.volumes.catalog import VolumeCatalog
+
+REASON = "node(s) exceed max volume count"
+
+
+class NodeVolumeLimits(SkipUnlessBase):
+    name = "NodeVolumeLimits"
+
+    def __init__(self) -> None:
+        # Handles of volumes not provisioned yet must not collide with real ones.
+        self._unbound_prefix = uuid.uuid4().hex
+
+    def applies(self, ctx: CycleContext) -> bool:
+        return bool(ctx.pod.volumes) and bool(ctx.state.volumes.csi_nodes)
+
+    def attachable(self, pod: Pod, catalog: VolumeCatalog) -> dict[str, str]:
+        """``filterAttachableVolumes``: ``{driver/handle: driver}`` of the pod's claims
+        (claims that do not exist are not counted)."""
+        out: dict[str, str] = {}
+        for volume in pod.volumes:
+            claim = catalog.claim(pod.namespace, volume.claim)
+            if claim is None:
+                continue
+            bound = catalog.volume(claim.volume_name) if claim.volume_name else None
+            if bound is not None:
+                driver, handle = bound.csi_driver, bound.csi_handle
+            else:
+                storage_class = catalog.storage_class(claim.storage_class) if claim.storage_class else None
+                if storage_class is None:
+                    continue
+                driver, handle = storage_class.provisioner, f"{self._unbound_prefix}-{claim.key}"
+            if driver and handle:
+                out[f"{driver}/{handle}"] = driver
+        return out
+
+    def filter(self, ctx: CycleContext, nodes: IntArray) -> list[Rejection]:
+        state, catalog = ctx.state, ctx.state.volumes
+        new = self.attachable(ctx.pod, catalog)
+        exceeded = np.zeros(nodes.size, np.bool_)
+        if not new:
+            return []
+        for position, i in enumerate(nodes):
+            csi_node = catalog.csi_nodes.get(state.nodes[int(i)].name)
+            if csi_node is None or not csi_node.limits:
+                continue
+            attached: dict[str, str] = {}
+            for other in state.pods_on_node[int(i)].values():
+                attached.update(self.attachable(other, catalog))
+            wanted = Counter(driver for name, driver in new.items() if name not in attached)
+            in_use = Counter(attached.values())
+            exceeded[position] = any(
+                in_use[driver] + count > csi_node.limits[driver]
+                for driver, count in wanted.items()
+                if driver in csi_node.limits
+            )
+        return [Rejection(REASON, exceeded)]
