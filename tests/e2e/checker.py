@@ -1,5 +1,6 @@
 """An independent check of a cluster's final state: no pod sits on a node that
-violates its resources, taints, node affinity, pod (anti-)affinity or topology spread.
+violates its resources, taints, node affinity, pod (anti-)affinity, topology spread,
+or the node affinity and zone of the PersistentVolumes its claims are bound to.
 
 Written apart from the scheduler's core on purpose (plain loops over API objects,
 the Kubernetes client's own quantity parser), so a shared bug cannot hide itself.
@@ -97,8 +98,14 @@ class Violations(list[str]):
         self.append(f"{meta['namespace']}/{meta['name']} on {pod['spec'].get('nodeName')}: {problem}")
 
 
-def check(nodes: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Every violation found (empty: the placement is valid)."""
+def check(
+    nodes: Sequence[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]],
+    claims: Sequence[Mapping[str, Any]] = (),
+    volumes: Sequence[Mapping[str, Any]] = (),
+) -> list[str]:
+    """Every violation found (empty: the placement is valid). ``claims`` and
+    ``volumes`` (PVCs and PVs) let it check the pods' volumes."""
     by_name = {n["metadata"]["name"]: n for n in nodes}
     bound = [
         p
@@ -115,6 +122,7 @@ def check(nodes: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]])
         _check_node_constraints(pod, node, problems)
     _check_pod_affinity(by_name, bound, problems)
     _check_topology_spread(by_name, bound, problems)
+    _check_volumes(by_name, bound, claims, volumes, problems)
     return problems
 
 
@@ -269,3 +277,59 @@ def _check_topology_spread(
                 problems.add(
                     pod, f"topology spread over {key}: skew {skew} > {constraint['maxSkew']} ({counts})"
                 )
+
+
+ZONE_LABELS = {
+    "topology.kubernetes.io/zone": "failure-domain.beta.kubernetes.io/zone",
+    "topology.kubernetes.io/region": "failure-domain.beta.kubernetes.io/region",
+}
+
+
+def _claim_names(pod: Mapping[str, Any]) -> list[str]:
+    """The claims of a pod's volumes; a generic ephemeral volume's is <pod>-<volume>."""
+    names = []
+    for volume in pod["spec"].get("volumes") or []:
+        if volume.get("persistentVolumeClaim"):
+            names.append(volume["persistentVolumeClaim"]["claimName"])
+        elif volume.get("ephemeral"):
+            names.append(f"{pod['metadata']['name']}-{volume['name']}")
+    return names
+
+
+def _check_volumes(
+    nodes: Mapping[str, Any],
+    pods: Sequence[Mapping[str, Any]],
+    claims: Sequence[Mapping[str, Any]],
+    volumes: Sequence[Mapping[str, Any]],
+    problems: Violations,
+) -> None:
+    """Every claim of a placed pod that names a volume: the volume exists, its required
+    node affinity holds on the pod's node, and its zone and region labels (zones
+    joined by ``__``) hold on the node where the node has such labels."""
+    by_key = {(c["metadata"]["namespace"], c["metadata"]["name"]): c for c in claims}
+    by_name = {v["metadata"]["name"]: v for v in volumes}
+    for pod in pods:
+        node = nodes.get(pod["spec"]["nodeName"])
+        if node is None:
+            continue
+        labels = node["metadata"].get("labels") or {}
+        for name in _claim_names(pod):
+            claim = by_key.get((pod["metadata"]["namespace"], name))
+            volume_name = ((claim or {}).get("spec") or {}).get("volumeName")
+            if not volume_name:
+                continue
+            volume = by_name.get(volume_name)
+            if volume is None:
+                problems.add(pod, f"claim {name} is bound to volume {volume_name}, which does not exist")
+                continue
+            required = ((volume["spec"].get("nodeAffinity") or {}).get("required") or {}).get(
+                "nodeSelectorTerms"
+            )
+            if required is not None and not any(_node_term_matches(t, node) for t in required):
+                problems.add(pod, f"volume {volume_name} (claim {name}): node affinity not met")
+            volume_labels = volume["metadata"].get("labels") or {}
+            for ga, beta in ZONE_LABELS.items():
+                wanted = volume_labels.get(ga) or volume_labels.get(beta)
+                have = labels.get(ga) or labels.get(beta)
+                if wanted and have and have not in [z.strip() for z in wanted.split("__")]:
+                    problems.add(pod, f"volume {volume_name} (claim {name}): {ga} {wanted}, node has {have}")

@@ -146,6 +146,89 @@ CASES = [
 ]
 
 
+def claim(name: str, volume: str) -> dict[str, Any]:
+    return {"metadata": {"namespace": "ns", "name": name}, "spec": {"volumeName": volume}}
+
+
+def volume(name: str, *, hosts: list[str] | None = None, zone: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    if hosts is not None:
+        term = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": hosts}]}
+        spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [term]}}
+    labels = {"topology.kubernetes.io/zone": zone} if zone else {}
+    return {"metadata": {"name": name, "labels": labels}, "spec": spec}
+
+
+def with_claim(name: str, on: str, claim_name: str) -> dict[str, Any]:
+    return pod(name, on, volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": claim_name}}])
+
+
+def zoned(name: str, zone: str) -> dict[str, Any]:
+    manifest = node(name)
+    manifest["metadata"]["labels"]["topology.kubernetes.io/zone"] = zone
+    return manifest
+
+
+VOLUME_CASES = [
+    pytest.param(
+        [node("n1"), node("n2")],
+        [with_claim("a", "n1", "data")],
+        [claim("data", "pv-1")],
+        [volume("pv-1", hosts=["n2"])],
+        "volume pv-1 (claim data): node affinity not met",
+        id="a volume's node affinity",
+    ),
+    pytest.param(
+        [node("n1")],
+        [pod("job", "n1", volumes=[{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {}}}])],
+        [claim("job-scratch", "pv-1")],
+        [volume("pv-1", hosts=["n2"])],
+        "volume pv-1 (claim job-scratch): node affinity not met",
+        id="an ephemeral volume's claim (<pod>-<volume>)",
+    ),
+    pytest.param(
+        [zoned("n1", "zone-a")],
+        [with_claim("a", "n1", "data")],
+        [claim("data", "pv-1")],
+        [volume("pv-1", zone="zone-b__zone-c")],
+        "topology.kubernetes.io/zone zone-b__zone-c, node has zone-a",
+        id="a volume's zone",
+    ),
+    pytest.param(
+        [node("n1")],
+        [with_claim("a", "n1", "data")],
+        [claim("data", "pv-gone")],
+        [],
+        "bound to volume pv-gone, which does not exist",
+        id="a claim bound to a missing volume",
+    ),
+]
+
+
+@pytest.mark.parametrize(("nodes", "pods", "claims", "volumes", "problem"), VOLUME_CASES)
+def test_checker_finds_volume_violations(
+    nodes: list[dict[str, Any]],
+    pods: list[dict[str, Any]],
+    claims: list[dict[str, Any]],
+    volumes: list[dict[str, Any]],
+    problem: str,
+) -> None:
+    problems = check(nodes, pods, claims, volumes)
+    assert any(problem in p for p in problems), problems
+
+
+def test_checker_accepts_volumes_where_they_can_be_attached() -> None:
+    nodes = [zoned("n1", "zone-a"), node("n2")]
+    pods = [with_claim("a", "n1", "data"), with_claim("b", "n2", "logs"), with_claim("c", "n2", "pending")]
+    claims = [
+        claim("data", "pv-1"),
+        claim("logs", "pv-2"),
+        {"metadata": {"namespace": "ns", "name": "pending"}},
+    ]
+    volumes = [volume("pv-1", hosts=["n1"], zone="zone-a__zone-b"), volume("pv-2", zone="zone-c")]
+    assert check(nodes, pods, claims, volumes) == []
+
+
 @pytest.mark.parametrize(("nodes", "pods", "problem"), CASES)
 def test_checker_finds_violations(
     nodes: list[dict[str, Any]], pods: list[dict[str, Any]], problem: str
