@@ -41,6 +41,7 @@ from scheduler.k8s.policy import PolicyManager, TypicalWorkload
 from scheduler.k8s.runtime import SchedulerRuntime
 from scheduler.k8s.settings import Settings
 from scheduler.k8s.startup import BACKOFF_MAX_S, BACKOFF_MIN_S, sync_until_served
+from scheduler.k8s.volume_events import VOLUME_KINDS
 from scheduler.k8s.watch import ResourceWatch
 
 log = logging.getLogger("rl-scheduler")
@@ -255,6 +256,15 @@ def start_scheduling(
         ResourceWatch(api, "node", api.core.list_node, runtime.on_node_event, partial(relist, "nodes")),
     ]
     tasks = [asyncio.create_task(w.run(versions[f"{w.kind}s"]), name=f"{w.kind}-watch") for w in watches]
+    for kind in VOLUME_KINDS:
+        watch = ResourceWatch(
+            api,
+            kind.kind,
+            kind.lister(api.api_client),
+            partial(runtime.on_volume_event, kind),
+            partial(relist, kind.plural),
+        )
+        tasks.append(asyncio.create_task(watch.run(versions[kind.plural]), name=f"{kind.kind}-watch"))
     if settings.leader_election.enabled:
         tasks.append(asyncio.create_task(elector.run(), name="leader-election"))
     elif elector.on_change is not None:

@@ -26,10 +26,13 @@ from scheduler.k8s.policy import PolicyManager
 from scheduler.k8s.queue import QueuedPod, QueueName, SchedulingQueue
 from scheduler.k8s.reporting import SCHEDULER_ERROR, Reporter
 from scheduler.k8s.settings import Settings
+from scheduler.k8s.volume_binder import VolumeBinder, VolumeBindError
+from scheduler.k8s.volume_events import VolumeEvents, VolumeKind, list_volumes
 from scheduler.objects.pod import Pod
 from scheduler.online.experience import ExperienceLog
 from scheduler.state.cluster_state import CPU_COLUMN, MEMORY_COLUMN
 from scheduler.state.fragmentation import FragmentationModel
+from scheduler.volumes.binding import PodVolumes
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +68,8 @@ class SchedulerRuntime:
         self._binds: set[asyncio.Task[None]] = set()
         self.node_locks = NodeLocks()
         self.locker = NodeLocker(api)
+        self.volume_events = VolumeEvents(self.cache.state.volumes)
+        self.volume_binder = VolumeBinder(api, self.cache.state, lambda key: key in self.cache.seen_pods)
         self.experience: ExperienceLog | None = None
         if settings.experience_dir is not None:
             cap = settings.experience_max_mb * 2**20
@@ -85,6 +90,11 @@ class SchedulerRuntime:
 
     def on_namespace_event(self, event_type: str, manifest: Mapping[str, Any]) -> None:
         self.cache.on_namespace(event_type, manifest)
+
+    def on_volume_event(self, kind: VolumeKind, event_type: str, manifest: Mapping[str, Any]) -> None:
+        if self.volume_events.apply(kind, event_type, manifest):
+            self.volume_binder.changed()
+            self._cluster_changed(f"{kind.kind}Change")
 
     def on_pod_event(self, event_type: str, manifest: Mapping[str, Any]) -> None:
         event = self.cache.on_pod(event_type, manifest)
@@ -124,13 +134,13 @@ class SchedulerRuntime:
     # ---- listing --------------------------------------------------------------
 
     async def list_and_apply(self) -> dict[str, str]:
-        """List nodes, namespaces and pods, apply them as events, and drop what the
-        listing no longer has (a deletion a restarted watch never reported). Returns
-        each listing's resourceVersion by kind (``nodes``, ``namespaces``, ``pods``),
-        where that kind's watch picks up."""
+        """List storage objects, nodes, namespaces and pods, apply them as events, and
+        drop what the listing no longer has (a deletion a restarted watch never
+        reported). Returns each listing's resourceVersion by plural (``nodes``,
+        ``pods``, ``persistentvolumeclaims``, ...), where that kind's watch picks up."""
         listed_at = time.monotonic()
         seen: dict[str, set[str]] = {}
-        versions: dict[str, str] = {}
+        versions = await list_volumes(self.api.list_with_version, self.api.api_client, self.volume_events)
         for kind, lister, handler in (
             ("nodes", self.api.core.list_node, self.on_node_event),
             ("namespaces", self.api.core.list_namespace, self.on_namespace_event),
@@ -192,11 +202,12 @@ class SchedulerRuntime:
         if decision.scheduled:
             self.metrics.decisions.labels(active.source).inc()
             self.cache.assume(pod, decision.node, decision.gpu_indices)
+            volumes = self.volume_binder.reserve(pod, decision.node_index)
             allocation = None
             if pod.gpu.count and self.cache.state.gpu_sharing[decision.node_index]:
                 # HAMi's device plugin allocates what the pod's annotations say.
                 allocation = allocation_text(pod, self.cache.state.placements[pod.key].gpu_use)
-            self._spawn(self._bind(entry, decision, started, allocation))
+            self._spawn(self._bind(entry, decision, started, allocation, volumes))
             return
         unschedulable = decision.status.code != Code.ERROR
         result = "unschedulable" if unschedulable else "error"
@@ -218,9 +229,25 @@ class SchedulerRuntime:
         self._spawn(self.reporter.failed(entry.pod, message, reason=SCHEDULER_ERROR))
 
     async def _bind(
-        self, entry: QueuedPod, decision: Decision, started: float, allocation: str | None
+        self,
+        entry: QueuedPod,
+        decision: Decision,
+        started: float,
+        allocation: str | None,
+        volumes: PodVolumes | None = None,
     ) -> None:
         pod = entry.pod
+        try:
+            if volumes is not None and not volumes.empty:
+                await self.volume_binder.pre_bind(pod, decision.node, volumes)
+        except VolumeBindError as error:
+            # kube-scheduler: a PreBind error, the pod decided again after a backoff.
+            self.cache.forget(pod.key)
+            self.metrics.bind_failures.labels("volume-binding").inc()
+            self.queue.failed(pod.key, frozenset({"VolumeBinding"}), unschedulable=False)
+            self._wake.set()
+            await self.reporter.failed(pod, str(error), reason=SCHEDULER_ERROR)
+            return
         try:
             written = BindResult(BindOutcome.BOUND)
             if allocation is not None:

@@ -258,6 +258,18 @@ def test_rbac_is_what_the_scheduler_calls_and_no_more(helm: Path) -> None:
         ("", "pods/binding", "create"),
         ("", "pods/status", "patch"),
         ("events.k8s.io", "events", "create"),
+        # volumes: read as kube-scheduler's volume plugins read them; a chosen PV gets
+        # its claimRef, a claim to provision its selected-node annotation
+        ("", "persistentvolumeclaims", "list"),
+        ("", "persistentvolumeclaims", "watch"),
+        ("", "persistentvolumeclaims", "patch"),
+        ("", "persistentvolumes", "list"),
+        ("", "persistentvolumes", "watch"),
+        ("", "persistentvolumes", "patch"),
+        ("storage.k8s.io", "storageclasses", "list"),
+        ("storage.k8s.io", "storageclasses", "watch"),
+        ("storage.k8s.io", "csinodes", "list"),
+        ("storage.k8s.io", "csinodes", "watch"),
     }
     assert not any("resourceNames" in rule for rule in rules)
     role = only(docs, "Role", "-leader-election")

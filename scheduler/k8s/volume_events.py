@@ -1,0 +1,128 @@
+"""Watch events and listings of storage objects into the state's ``VolumeCatalog``:
+PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes, the objects
+kube-scheduler's volume plugins read. An object that does not parse is logged and
+left out (its previous version too): a pod using it then waits with a reason."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client
+
+from scheduler.errors import SchedulerInputError
+from scheduler.objects.volume_manifest import (
+    claim_from_manifest,
+    csi_node_from_manifest,
+    storage_class_from_manifest,
+    volume_from_manifest,
+)
+from scheduler.volumes.catalog import VolumeCatalog
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class VolumeKind:
+    kind: str  # for log lines and the watch thread's name
+    plural: str  # the listing's key
+    namespaced: bool
+    lister: Callable[[Any], Callable[..., Any]]  # from the KubeApi's ApiClient
+
+
+def _storage(api_client: Any) -> client.StorageV1Api:
+    return client.StorageV1Api(api_client)
+
+
+VOLUME_KINDS = (
+    VolumeKind(
+        "persistentvolumeclaim",
+        "persistentvolumeclaims",
+        True,
+        lambda c: client.CoreV1Api(c).list_persistent_volume_claim_for_all_namespaces,
+    ),
+    VolumeKind(
+        "persistentvolume", "persistentvolumes", False, lambda c: client.CoreV1Api(c).list_persistent_volume
+    ),
+    VolumeKind("storageclass", "storageclasses", False, lambda c: _storage(c).list_storage_class),
+    VolumeKind("csinode", "csinodes", False, lambda c: _storage(c).list_csi_node),
+)
+
+
+def object_key(manifest: Mapping[str, Any], namespaced: bool) -> str:
+    metadata = manifest.get("metadata") or {}
+    name = str(metadata.get("name"))
+    return f"{metadata.get('namespace') or 'default'}/{name}" if namespaced else name
+
+
+class VolumeEvents:
+    """Applies events of the four kinds to ``catalog``; remembers when each object was
+    last seen so a listing can drop what a restarted watch never reported deleted."""
+
+    def __init__(self, catalog: VolumeCatalog, clock: Callable[[], float] = time.monotonic) -> None:
+        self.catalog = catalog
+        self.clock = clock
+        self.seen: dict[str, dict[str, float]] = {k.plural: {} for k in VOLUME_KINDS}
+
+    def apply(self, kind: VolumeKind, event_type: str, manifest: Mapping[str, Any]) -> bool:
+        """Apply one event; True when the catalog changed."""
+        key = object_key(manifest, kind.namespaced)
+        if event_type == "DELETED":
+            self.seen[kind.plural].pop(key, None)
+            self._delete(kind, key)
+            return True
+        self.seen[kind.plural][key] = self.clock()
+        try:
+            self._put(kind, manifest)
+        except SchedulerInputError as error:
+            log.warning("ignoring %s %s: %s", kind.kind, key, error)
+            self._delete(kind, key)
+        return True
+
+    def _put(self, kind: VolumeKind, manifest: Mapping[str, Any]) -> None:
+        catalog = self.catalog
+        if kind.plural == "persistentvolumeclaims":
+            catalog.put_claim(claim_from_manifest(manifest))
+        elif kind.plural == "persistentvolumes":
+            catalog.put_volume(volume_from_manifest(manifest))
+        elif kind.plural == "storageclasses":
+            catalog.put_class(storage_class_from_manifest(manifest))
+        else:
+            catalog.put_csi_node(csi_node_from_manifest(manifest))
+
+    def _delete(self, kind: VolumeKind, key: str) -> None:
+        catalog = self.catalog
+        if kind.plural == "persistentvolumeclaims":
+            catalog.delete_claim(key)
+        elif kind.plural == "persistentvolumes":
+            catalog.delete_volume(key)
+        elif kind.plural == "storageclasses":
+            catalog.delete_class(key)
+        else:
+            catalog.delete_csi_node(key)
+
+    def resync(self, kind: VolumeKind, listed: set[str], listed_at: float) -> None:
+        """Drop objects of ``kind`` a listing (started at ``listed_at``) no longer has
+        and no event has shown since."""
+        seen = self.seen[kind.plural]
+        for key in [k for k, at in seen.items() if k not in listed and at < listed_at]:
+            del seen[key]
+            self._delete(kind, key)
+
+
+async def list_volumes(
+    list_with_version: Callable[..., Any], api_client: Any, events: VolumeEvents
+) -> dict[str, str]:
+    """List the four kinds, apply them and drop what the listings no longer have;
+    returns each listing's resourceVersion by plural (where its watch starts)."""
+    versions: dict[str, str] = {}
+    for kind in VOLUME_KINDS:
+        listed_at = events.clock()
+        items, versions[kind.plural] = await list_with_version(kind.lister(api_client))
+        for item in items:
+            events.apply(kind, "ADDED", item)
+        events.resync(kind, {object_key(item, kind.namespaced) for item in items}, listed_at)
+    return versions
