@@ -84,7 +84,11 @@ class SchedulerRuntime:
         if event_type == "DELETED":
             self.node_locks.forget(str(metadata.get("name")))
         else:
-            self.node_locks.observe(str(metadata.get("name")), metadata.get("annotations"))
+            self.node_locks.observe(
+                str(metadata.get("name")),
+                metadata.get("annotations"),
+                str(metadata.get("resourceVersion") or ""),
+            )
         if self.cache.on_node(event_type, manifest):
             self._cluster_changed("NodeAdd" if event_type == "ADDED" else "NodeUpdate")
 

@@ -54,7 +54,8 @@ class FakeApi:
             self.conflicts -= 1
             self.version += 1
             return False
-        assert version == str(self.version)
+        if version != str(self.version):  # what the API server answers: 409
+            return False
         self.lock = value
         self.version += 1
         return True
@@ -233,3 +234,42 @@ def test_pods_bound_to_one_node_take_its_lock_one_at_a_time_in_arrival_order() -
     # predecessor and once after the release: 1 + 2 x 4. Without turns, every waiting
     # pod reads the node at every release, and this bound fails.
     assert len(reads) <= 1 + 2 * (len(pods) - 1), api.calls
+
+
+@pytest.mark.parametrize(
+    ("api", "cached_version", "calls"),
+    [
+        pytest.param(FakeApi(version=7), "7", [f"patch n1 {OURS}"], id="watch current: one write"),
+        pytest.param(
+            FakeApi(version=8),
+            "7",
+            [f"patch n1 {OURS}", "get n1", f"patch n1 {OURS}"],
+            id="node changed since: read, then write",
+        ),
+        pytest.param(
+            FakeApi(lock=YOUNG, pods={"ns/q"}, version=8),
+            "7",
+            [f"patch n1 {OURS}", "get n1", "get pod ns/q"],
+            id="locked since: honoured",
+        ),
+    ],
+)
+def test_a_node_the_watch_shows_unlocked_is_locked_without_reading_it(
+    api: FakeApi, cached_version: str, calls: list[str]
+) -> None:
+    asyncio.run(locker(api).acquire(POD, "n1", cached_version))
+    assert api.calls == calls
+
+
+def test_only_a_node_last_seen_unlocked_offers_its_version() -> None:
+    locks = NodeLocks()
+    assert locks.unlocked_version("n1") is None  # never seen
+    locks.observe("n1", {}, "5")
+    assert locks.unlocked_version("n1") == "5"
+    locks.observe("n1", {NODE_LOCK_ANNOTATION: YOUNG}, "6")
+    assert locks.unlocked_version("n1") is None
+    locks.observe("n1", {}, "")
+    assert locks.unlocked_version("n1") is None  # no version in the event
+    locks.observe("n1", {}, "8")
+    locks.forget("n1")
+    assert locks.unlocked_version("n1") is None
