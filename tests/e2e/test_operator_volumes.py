@@ -264,3 +264,121 @@ def test_claim_pods_land_only_where_their_volumes_can_be_attached(
             )
             == []
         ), log()
+
+
+def test_a_provisioner_that_gives_the_node_back_fails_the_bind_and_the_pod_waits(
+    dev_cluster: Any,
+    core: client.CoreV1Api,
+    storage: client.StorageV1Api,
+    namespace: str,
+    cluster_objects: str,
+    tmp_path: Path,
+) -> None:
+    """A provisioner that cannot provision removes the selected-node annotation (as
+    external-provisioner does): the bind fails with kube-scheduler's PreBind error and
+    the pod stays unbound; the claim keeps no volume."""
+    broken = f"{cluster_objects}-broken"
+    storage.create_storage_class(storage_class_manifest(broken, provisioner=PROVISIONER))
+    claim = claim_manifest("data", namespace=namespace, storage_class=broken)
+    del claim["metadata"]["uid"], claim["status"]
+    core.create_namespaced_persistent_volume_claim(namespace, claim)
+    pod = claim_pod_manifest("db", ["data"], namespace=namespace, scheduler=SCHEDULER)
+    del pod["metadata"]["uid"]
+    expected = 'running PreBind plugin "VolumeBinding": binding volumes: provisioning failed for PVC "data"'
+    with running_scheduler(dev_cluster.kubeconfig, SCHEDULER, tmp_path) as scheduler:
+        create_pods(core, [pod])
+
+        def give_back() -> bool:
+            current = core.read_namespaced_persistent_volume_claim("data", namespace)
+            if SELECTED_NODE not in (current.metadata.annotations or {}):
+                return False
+            patch = {"metadata": {"annotations": {SELECTED_NODE: None}}}
+            core.patch_namespaced_persistent_volume_claim("data", namespace, patch)
+            return True
+
+        wait_for(give_back, 60, "the scheduler to select a node for the claim")
+        wait_for(lambda: _waits_with(core, namespace, "db", expected), 60, "the PreBind error")
+        assert "db" not in _nodes_of(core, namespace), scheduler.log()[-3000:]
+        assert not core.read_namespaced_persistent_volume_claim("data", namespace).spec.volume_name
+
+
+KUBE_SCHEDULER = "default-scheduler"
+
+
+def _same_scenario(
+    core: client.CoreV1Api, storage: client.StorageV1Api, namespace: str, scheduler: str
+) -> None:
+    """One local PV (node 2) for two claims, a claim bound beforehand (node 3), a
+    missing claim, an unbound claim of an Immediate class, in ``namespace``."""
+    local, slow = f"{namespace}-local", f"{namespace}-slow"
+    storage.create_storage_class(storage_class_manifest(local, provisioner="kubernetes.io/no-provisioner"))
+    storage.create_storage_class(storage_class_manifest(slow, provisioner=PROVISIONER, mode="Immediate"))
+    core.create_persistent_volume(
+        volume_manifest(f"{local}-2", storage_class=local, size="5Gi", nodes=["e2e-node-002"])
+    )
+    core.create_persistent_volume(
+        volume_manifest(f"{namespace}-preset", nodes=["e2e-node-003"], claim=(namespace, "preset"))
+    )
+    claims = [
+        claim_manifest("data-0", namespace=namespace, storage_class=local, size="2Gi"),
+        claim_manifest("data-1", namespace=namespace, storage_class=local, size="2Gi"),
+        claim_manifest("preset", namespace=namespace, storage_class="", volume=f"{namespace}-preset"),
+        claim_manifest("unbound", namespace=namespace, storage_class=slow),
+    ]
+    for manifest in claims:
+        del manifest["metadata"]["uid"], manifest["status"]
+        core.create_namespaced_persistent_volume_claim(namespace, manifest)
+    for name, claim in (("db-0", "data-0"), ("app", "preset"), ("orphan", "nope"), ("waiting", "unbound")):
+        pod = claim_pod_manifest(name, [claim], namespace=namespace, scheduler=scheduler)
+        del pod["metadata"]["uid"]
+        core.create_namespaced_pod(namespace, pod)
+    wait_for(
+        lambda: {"db-0", "app"} <= set(_nodes_of(core, namespace)), 60, f"{scheduler}: db-0 and app to bind"
+    )
+    pod = claim_pod_manifest("db-1", ["data-1"], namespace=namespace, scheduler=scheduler)
+    del pod["metadata"]["uid"]
+    core.create_namespaced_pod(namespace, pod)
+
+
+def _outcome(core: client.CoreV1Api, namespace: str) -> dict[str, str]:
+    """Each pod's node, or the fit error of its FailedScheduling message (its first
+    sentence: kube-scheduler adds what preemption found)."""
+    placed = _nodes_of(core, namespace)
+    out = dict(placed)
+    for name in ("db-1", "orphan", "waiting"):
+        messages = _failed(core, namespace, name)
+        out[name] = messages[-1].split(". ")[0].rstrip(".") if messages else ""
+    return out
+
+
+def test_volume_reasons_and_places_are_kube_schedulers(
+    dev_cluster: Any,
+    core: client.CoreV1Api,
+    storage: client.StorageV1Api,
+    cluster_objects: str,
+    tmp_path: Path,
+) -> None:
+    """kube-scheduler (in the dev cluster) and rl-scheduler on the same scenario, each
+    in a namespace of its own: the same nodes and the same reasons."""
+    outcomes = {}
+    with running_scheduler(dev_cluster.kubeconfig, SCHEDULER, tmp_path):
+        for scheduler in (KUBE_SCHEDULER, SCHEDULER):
+            namespace = f"{cluster_objects}-{'kube' if scheduler == KUBE_SCHEDULER else 'rl'}"
+            core.create_namespace({"metadata": {"name": namespace}})
+            try:
+                _same_scenario(core, storage, namespace, scheduler)
+                wait_for(
+                    lambda n=namespace: all(_outcome(core, n).values()), 60, f"{scheduler}: every reason"
+                )
+                outcomes[scheduler] = _outcome(core, namespace)
+            finally:
+                core.delete_namespace(namespace)
+    kube, ours = outcomes[KUBE_SCHEDULER], outcomes[SCHEDULER]
+    assert kube == {
+        "db-0": "e2e-node-002",
+        "app": "e2e-node-003",
+        "db-1": f"0/10 nodes are available: 2 node(s) had untolerated taint(s), 8 {NO_VOLUME}",
+        "orphan": '0/10 nodes are available: persistentvolumeclaim "nope" not found',
+        "waiting": "0/10 nodes are available: pod has unbound immediate PersistentVolumeClaims",
+    }
+    assert ours == kube
