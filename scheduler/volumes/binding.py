@@ -31,7 +31,7 @@ from scheduler.objects.pod import Pod
 from scheduler.objects.volumes import Claim, PersistentVolume
 from scheduler.state.cluster_state import BoolArray, ClusterState, IntArray
 from scheduler.volumes.catalog import VolumeCatalog
-from scheduler.volumes.node_masks import selector_mask
+from scheduler.volumes.node_masks import NodeLookup, selector_mask
 
 NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"
 BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
@@ -179,7 +179,12 @@ def _match_static(
 ) -> list[StaticMatch]:
     """``findMatchingVolumes`` on every node: claims by increasing request, each taking
     the smallest fitting volume not taken by an earlier claim on that node."""
-    taken: dict[str, BoolArray] = {}
+    lookup = NodeLookup(state)
+    # Position of each state node among ``nodes`` (-1: not a candidate).
+    position = np.full(len(state), -1, np.int64)
+    position[nodes] = np.arange(nodes.size)
+    # Positions where each volume is taken by an earlier claim.
+    taken: dict[str, IntArray] = {}
     matches = []
     for claim in sorted(claims, key=lambda c: c.request_bytes):
         volumes = catalog.volumes_of_class(claim.storage_class)
@@ -193,15 +198,20 @@ def _match_static(
             candidates = sorted(
                 (v for v in volumes if _available_for(v, claim)), key=lambda v: v.capacity_bytes
             )
+            unchosen = nodes.size
             for i, volume in enumerate(candidates):
-                free = (choice < 0) & selector_mask(state, volume.node_affinity)[nodes]
+                where = position[lookup.matching(volume.node_affinity)]
+                where = where[where >= 0]
+                where = where[choice[where] < 0]
                 if volume.name in taken:
-                    free &= ~taken[volume.name]
-                if free.any():
-                    choice[free] = i
-                    taken[volume.name] = taken.get(volume.name, np.zeros(nodes.size, np.bool_)) | free
-                if (choice >= 0).all():
-                    break
+                    where = where[~np.isin(where, taken[volume.name])]
+                if where.size:
+                    choice[where] = i
+                    earlier = taken.get(volume.name)
+                    taken[volume.name] = where if earlier is None else np.concatenate([earlier, where])
+                    unchosen -= where.size
+                    if unchosen == 0:
+                        break
         matches.append(StaticMatch(claim, candidates, choice))
     return matches
 

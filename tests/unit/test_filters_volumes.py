@@ -8,7 +8,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from scheduler.objects.fields import FieldReader
 from scheduler.objects.pod import Pod
+from scheduler.objects.volume_manifest import VolumeSpecError
 from scheduler.plugins.filters.node_volume_limits import REASON as VOLUME_COUNT
 from scheduler.plugins.filters.node_volume_limits import NodeVolumeLimits
 from scheduler.plugins.filters.volume_binding import VolumeBinding
@@ -27,7 +29,11 @@ from scheduler.volumes.binding import (
     find_pod_volumes,
     pod_claims,
 )
+from scheduler.volumes.node_masks import NodeLookup, selector_mask
 from tests.builders import make_node, make_pod, verdicts
+from tests.volume_builders import (
+    HOSTNAME as HOST,
+)
 from tests.volume_builders import (
     ZONE,
     claim_manifest,
@@ -462,3 +468,51 @@ def test_claim_volumes_parse_from_the_pod() -> None:
         ("scratch", "db-scratch", True),
     ]
     assert pod["spec"]["volumes"][0]["persistentVolumeClaim"] == {"claimName": "data"}
+
+
+@pytest.mark.parametrize(
+    "selector",
+    [
+        None,
+        {"nodeSelectorTerms": [{"matchExpressions": [{"key": HOST, "operator": "In", "values": ["n2"]}]}]},
+        {
+            "nodeSelectorTerms": [
+                {"matchExpressions": [{"key": ZONE, "operator": "In", "values": ["zone-a", "zone-z"]}]},
+                {"matchExpressions": [{"key": HOST, "operator": "In", "values": ["n2", "n3"]}]},
+            ]
+        },
+        {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {"key": ZONE, "operator": "In", "values": ["zone-a", "zone-b"]},
+                        {"key": HOST, "operator": "In", "values": ["n1", "n3"]},
+                    ]
+                }
+            ]
+        },
+        {
+            "nodeSelectorTerms": [
+                {"matchExpressions": [{"key": ZONE, "operator": "NotIn", "values": ["zone-a"]}]}
+            ]
+        },
+        {
+            "nodeSelectorTerms": [
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n3"]}]}
+            ]
+        },
+    ],
+    ids=["none", "one host", "zone or hosts", "zone and hosts", "NotIn (general path)", "matchFields"],
+)
+def test_node_lookup_matches_what_the_mask_matches(selector: Any) -> None:
+    """The binary-search path agrees with the node-by-node semantics."""
+    state = volume_state(ZONED)
+    reader = FieldReader("pv test", VolumeSpecError)
+    parsed = reader.node_selector(selector, "spec.nodeAffinity.required")
+    assert (
+        NodeLookup(state).matching(parsed).tolist() == np.flatnonzero(selector_mask(state, parsed)).tolist()
+    )
+    expected = [
+        i for i, node in enumerate(state.nodes) if parsed is None or parsed.matches(node.name, node.labels)
+    ]
+    assert NodeLookup(state).matching(parsed).tolist() == expected
