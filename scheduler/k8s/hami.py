@@ -51,9 +51,10 @@ from scheduler.state.cluster_state import GpuUse
 log = logging.getLogger(__name__)
 # Tries at setting or removing the lock when the node changes in between (409).
 LOCK_ATTEMPTS = 5
-# How long a bind waits for another pod's lock (the device plugin releases it after
-# its Allocate) before the pod goes back to the queue to be decided again; and how
-# often, meanwhile, the lock is read again (it expires, its pod may go).
+# How long a bind, once its turn for the node has come, waits for another pod's lock
+# (the device plugin releases it after its Allocate) before the pod goes back to the
+# queue to be decided again; and how often, meanwhile, the lock is read again (it
+# expires, its pod may go).
 NODE_LOCK_WAIT_S = 30.0
 NODE_LOCK_RECHECK_S = 5.0
 
@@ -237,8 +238,10 @@ async def write_decision(
     """Steps 1 and 2: the node lock, then the pod's annotations (``BOUND``: written; on
     a failure the lock is released). None when another pod's lock outlasted
     ``NODE_LOCK_WAIT_S``: the pod is to be decided again."""
-    deadline = time.monotonic() + NODE_LOCK_WAIT_S
     async with locks.turn(node):
+        # Counted from the pod's turn: waiting behind this scheduler's own pods for the
+        # node is progress, not a lock that never comes free.
+        deadline = time.monotonic() + NODE_LOCK_WAIT_S
         while True:
             lock = await locker.acquire(pod, node, locks.unlocked_version(node))
             if lock.state is LockState.TAKEN:

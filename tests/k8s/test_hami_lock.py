@@ -204,9 +204,15 @@ def test_the_decision_is_written_under_the_lock(
     assert any(c.startswith("patch pod ns/p") for c in api.calls) is patched
 
 
-def test_pods_bound_to_one_node_take_its_lock_one_at_a_time_in_arrival_order() -> None:
+@pytest.mark.parametrize("wait_s", [30.0, 0.04], ids=["default wait", "line longer than the wait"])
+def test_pods_bound_to_one_node_take_its_lock_one_at_a_time_in_arrival_order(
+    wait_s: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Five of our pods for one node: each reads the node only when its turn comes (the
-    device plugin releases each lock after its Allocate), not at every release."""
+    device plugin releases each lock after its Allocate), not at every release; and the
+    wait for a lock counts from the pod's turn, so a line of our own pods longer than
+    the wait loses none of them."""
+    monkeypatch.setattr(hami, "NODE_LOCK_WAIT_S", wait_s)
     api = FakeApi()
     locks = NodeLocks()
     pods = [Pod(name=f"p{i}", namespace="ns", uid=f"u{i}") for i in range(5)]
@@ -214,7 +220,7 @@ def test_pods_bound_to_one_node_take_its_lock_one_at_a_time_in_arrival_order() -
     order: list[str] = []
 
     async def plugin() -> None:  # releases each lock a moment after it is taken
-        while len(order) < len(pods):
+        while True:
             await asyncio.sleep(0.01)
             if api.lock is not None:  # the node watch shows the lock, then its release
                 locks.observe("n1", {NODE_LOCK_ANNOTATION: api.lock})
@@ -224,8 +230,12 @@ def test_pods_bound_to_one_node_take_its_lock_one_at_a_time_in_arrival_order() -
 
     async def run() -> None:
         writes = [write_decision(locker(api), locks, pod, "n1", "GPU-0,NVIDIA,1000,10:;") for pod in pods]
-        results = await asyncio.gather(plugin(), *writes)
-        assert all(result is not None and result.outcome is BindOutcome.BOUND for result in results[1:])
+        releasing = asyncio.create_task(plugin())
+        results = await asyncio.wait_for(asyncio.gather(*writes), 10)
+        while api.lock is not None:  # the last pod's Allocate
+            await asyncio.sleep(0.01)
+        releasing.cancel()
+        assert all(result is not None and result.outcome is BindOutcome.BOUND for result in results)
 
     asyncio.run(run())
     assert order == [pod.name for pod in pods]
