@@ -243,6 +243,12 @@ def test_requests_outside_the_rbac_are_refused(core: client.CoreV1Api, identity:
         ("", "namespaces", "", "list"), ("", "namespaces", "", "watch"),
         ("", "pods/binding", "", "create"), ("", "pods/status", "", "patch"),
         ("events.k8s.io", "events", "", "create"),
+        ("", "persistentvolumeclaims", "", "list"), ("", "persistentvolumeclaims", "", "watch"),
+        ("", "persistentvolumeclaims", "", "patch"),
+        ("", "persistentvolumes", "", "list"), ("", "persistentvolumes", "", "watch"),
+        ("", "persistentvolumes", "", "patch"),
+        ("storage.k8s.io", "storageclasses", "", "list"), ("storage.k8s.io", "storageclasses", "", "watch"),
+        ("storage.k8s.io", "csinodes", "", "list"), ("storage.k8s.io", "csinodes", "", "watch"),
     }  # fmt: skip
     leader_election = {
         ("coordination.k8s.io", "leases", "", "create"),

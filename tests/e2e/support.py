@@ -175,12 +175,25 @@ def ensure_namespace(core: client.CoreV1Api, name: str, labels: Mapping[str, str
         core.create_namespace(body)
 
 
+def _has_default_service_account(core: client.CoreV1Api, namespace: str) -> bool:
+    try:
+        core.read_namespaced_service_account("default", namespace)
+    except ApiException as error:
+        if error.status == 404:
+            return False
+        raise
+    return True
+
+
 @contextlib.contextmanager
 def scratch_namespace(core: client.CoreV1Api, prefix: str, test_id: str) -> Iterator[str]:
     """A namespace for one test (``prefix`` and a hash of the test's id); its pods are
     deleted afterwards."""
     name = f"{prefix}-{abs(hash(test_id)) % 10**8}"
     ensure_namespace(core, name)
+    # Pods are refused until the namespace's default ServiceAccount exists (the
+    # controller manager creates it a moment after the namespace).
+    wait_for(lambda: _has_default_service_account(core, name), 60, f"namespace {name}'s ServiceAccount")
     yield name
     delete_namespace_pods(core, name)
 
