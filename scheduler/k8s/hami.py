@@ -116,18 +116,24 @@ class NodeLocks:
         self._values: dict[str, str | None] = {}
         self._versions: dict[str, str] = {}
         self._changed: dict[str, asyncio.Event] = {}
-        self._turns: dict[str, asyncio.Lock] = {}
+        self._turns: dict[str, tuple[asyncio.Lock, int]] = {}  # the lock, its holder and waiters
 
     @contextlib.asynccontextmanager
     async def turn(self, node: str) -> AsyncIterator[None]:
         """Hold the node's turn (first come, first served: asyncio's lock is FIFO)."""
-        lock = self._turns.setdefault(node, asyncio.Lock())
+        lock, users = self._turns.get(node, (asyncio.Lock(), 0))
+        self._turns[node] = (lock, users + 1)
         try:
             async with lock:
                 yield
         finally:
-            if not lock.locked() and self._turns.get(node) is lock:
+            # Forgotten when no pod holds or waits for it (a released lock is not
+            # "locked" while its next waiter has yet to run: that is no test of it).
+            lock, users = self._turns[node]
+            if users == 1:
                 del self._turns[node]
+            else:
+                self._turns[node] = (lock, users - 1)
 
     def observe(self, node: str, annotations: Mapping[str, str] | None, version: str = "") -> None:
         value = (annotations or {}).get(NODE_LOCK_ANNOTATION)

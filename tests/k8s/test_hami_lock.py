@@ -283,3 +283,30 @@ def test_only_a_node_last_seen_unlocked_offers_its_version() -> None:
     locks.observe("n1", {}, "8")
     locks.forget("n1")
     assert locks.unlocked_version("n1") is None
+
+
+def test_a_nodes_turns_stay_one_line_while_a_pod_waits_and_are_forgotten_after() -> None:
+    """Between a release and its next waiter's wake-up the lock is not "locked": a pod
+    arriving then still joins the same line (never a second one beside it)."""
+    locks = NodeLocks()
+    inside: list[str] = []
+    most_inside = 0
+
+    async def hold(name: str, pause_s: float) -> None:
+        nonlocal most_inside
+        async with locks.turn("n1"):
+            inside.append(name)
+            most_inside = max(most_inside, len(inside))
+            await asyncio.sleep(pause_s)
+            inside.remove(name)
+
+    async def run() -> None:
+        first = asyncio.create_task(hold("a", 0.01))
+        second = asyncio.create_task(hold("b", 0.01))
+        await asyncio.sleep(0.011)  # "a" releases about now; "b" has not run yet
+        late = asyncio.create_task(hold("c", 0.01))
+        await asyncio.gather(first, second, late)
+
+    asyncio.run(run())
+    assert most_inside == 1
+    assert locks._turns == {}
