@@ -21,11 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
-import scheduler.learn.teacher  # noqa: F401 - registers fgd-reserve
 from scheduler.framework.profile import schedule_pod
 from scheduler.learn.episode import EpisodeSpec, make_episode
 from scheduler.objects.pod import Pod
-from scheduler.plugins.registry import ProfileContext, build_profile
+from scheduler.plugins.profiles import build_profile
+from scheduler.plugins.registry import ProfileContext
 from scheduler.sim.cli import parse_seeds
 from scheduler.state.cluster_state import CPU_COLUMN, ClusterState
 

@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from scheduler.framework.profile import schedule_pod
-from scheduler.plugins.registry import ProfileContext, build_profile
+from scheduler.plugins.profiles import build_profile
+from scheduler.plugins.registry import ProfileContext
 from scheduler.sim.catalog import node_list_path, pod_list_path
 from scheduler.sim.replay import trace_typical_pods
 from scheduler.sim.trace import load_nodes, load_pods

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -99,8 +99,12 @@ def hami_usage(manifest: Mapping[str, Any], node: str) -> tuple[str, bool, dict[
 
 
 class SchedulerCache:
-    def __init__(self, scheduler_name: str, clock: Callable[[], float] = time.monotonic) -> None:
-        self.scheduler_name = scheduler_name
+    def __init__(
+        self, scheduler_names: str | Iterable[str], clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        # The schedulerNames of this process's profiles: their pending pods are ours.
+        names = [scheduler_names] if isinstance(scheduler_names, str) else scheduler_names
+        self.scheduler_names = frozenset(names)
         self.clock = clock
         # When each pod and node was last seen in an event or a listing (for resync).
         self.seen_pods: dict[str, float] = {}
@@ -191,7 +195,7 @@ class SchedulerCache:
         if node_name:
             self._pending.pop(key, None)
             return self._on_bound(key, node_name, manifest)
-        if (spec.get("schedulerName") or "default-scheduler") != self.scheduler_name:
+        if (spec.get("schedulerName") or "default-scheduler") not in self.scheduler_names:
             return PodEvent(PodChange.IGNORED, key)
         if self._is_assumed(key, manifest):
             # A view from before our bind (a late watch event, a listing): the pod is

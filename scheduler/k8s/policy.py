@@ -17,7 +17,6 @@ mix of an openb trace and then follows the recent pod arrivals of this cluster.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 from collections import deque
 from dataclasses import dataclass
@@ -28,10 +27,12 @@ import numpy as np
 from scheduler.errors import SchedulerInputError
 from scheduler.framework.profile import Profile
 from scheduler.k8s.metrics import Metrics
-from scheduler.k8s.settings import LEARNED_PROFILES, Settings
+from scheduler.k8s.settings import Settings
 from scheduler.objects.pod import Pod
 from scheduler.online.store import PolicyStore
-from scheduler.plugins.registry import ProfileContext, build_profile
+from scheduler.plugins.profile_config import ResolvedProfile
+from scheduler.plugins.profiles import build, preset
+from scheduler.plugins.registry import ProfileContext
 from scheduler.sim.catalog import pod_list_path
 from scheduler.sim.trace import load_pods
 from scheduler.state.fragmentation import PodShape, TypicalPods, pod_shape, typical_pods
@@ -135,73 +136,97 @@ class TypicalWorkload:
 
 
 class PolicyManager:
+    """The profiles of this process, one per schedulerName, each built and kept current.
+
+    A profile with a learned plugin reads the chosen checkpoint; while that cannot be
+    loaded, the ``fallback_profile`` preset schedules its pods instead."""
+
     def __init__(self, settings: Settings, metrics: Metrics, workload: TypicalWorkload) -> None:
         self.settings = settings
         self.metrics = metrics
         self.workload = workload
         self.rng = np.random.default_rng(settings.seed)
+        self.profiles = settings.scheduler_profiles()
         self._fingerprint: tuple[str, float] | None = None
-        self.active = self._fallback("not loaded yet")
+        self.by_scheduler = {p.scheduler_name: self._fallback(p, "not loaded yet") for p in self.profiles}
         self.load()
 
-    def _context(self, checkpoint: Path | None = None) -> ProfileContext:
-        return ProfileContext(
-            rng=self.rng,
-            typical_pods=self.workload.current,
-            weights=self.settings.weights,
-            checkpoint=checkpoint,
-        )
+    @property
+    def active(self) -> ActiveProfile:
+        """The profile of ``scheduler_name`` (the first one)."""
+        return self.by_scheduler[self.profiles[0].scheduler_name]
 
-    def _fallback(self, why: str) -> ActiveProfile:
-        profile = build_profile(self.settings.fallback_profile, self._context())
-        return ActiveProfile(profile, "fallback", "none", why)
+    @property
+    def scheduler_names(self) -> list[str]:
+        return [p.scheduler_name for p in self.profiles]
+
+    def profile_for(self, scheduler_name: str) -> ActiveProfile | None:
+        return self.by_scheduler.get(scheduler_name)
+
+    @property
+    def learned(self) -> bool:
+        return any(p.learned for p in self.profiles)
+
+    def _context(self, checkpoint: Path | None = None) -> ProfileContext:
+        return ProfileContext(rng=self.rng, typical_pods=self.workload.current, checkpoint=checkpoint)
+
+    def _fallback(self, resolved: ResolvedProfile, why: str) -> ActiveProfile:
+        fallback = preset(self.settings.fallback_profile, resolved.scheduler_name)
+        return ActiveProfile(build(fallback, self._context()), "fallback", "none", why)
 
     def _publish(self) -> None:
         self.metrics.policy_info.clear()
-        self.metrics.policy_info.labels(
-            self.active.profile.name, self.active.version, self.active.source
-        ).set(1)
-        # vN of a policy store counts N; the shipped checkpoint and heuristics count 0.
-        version = self.active.version
-        numeric = int(version[1:]) if self.active.source == "policy" and version[1:].isdigit() else 0
+        numeric = 0
+        for active in self.by_scheduler.values():
+            self.metrics.policy_info.labels(active.profile.name, active.version, active.source).set(1)
+            # vN of a policy store counts N; the shipped checkpoint and heuristics count 0.
+            version = active.version
+            if active.source == "policy" and version[1:].isdigit():
+                numeric = max(numeric, int(version[1:]))
         self.metrics.policy_version.set(numeric)
 
     def load(self) -> None:
-        """(Re)build the configured profile; on a bad checkpoint, the fallback."""
-        if self.settings.profile not in LEARNED_PROFILES:
-            self.active = ActiveProfile(
-                build_profile(self.settings.profile, self._context()), "policy", "heuristic"
-            )
-            self._publish()
-            return
-        choice = choose_checkpoint(self.settings.policy_store, self.settings.checkpoint)
-        announce = choice.fingerprint != self._fingerprint
-        self._fingerprint = choice.fingerprint
-        if announce and choice.waiting_for is not None:
-            policy = f"the {self.settings.profile} policy in {choice.path}" if choice.path else None
-            log.info(
-                "policy store %s has no version yet: scheduling with %s until the trainer publishes one",
-                choice.waiting_for,
-                policy or f"the shipped {self.settings.profile} policy",
-            )
+        """(Re)build every profile; a learned one that cannot load gets the fallback."""
+        choice = None
+        announce = False
+        if self.learned:
+            choice = choose_checkpoint(self.settings.policy_store, self.settings.checkpoint)
+            announce = choice.fingerprint != self._fingerprint
+            self._fingerprint = choice.fingerprint
+            if announce and choice.waiting_for is not None:
+                learned = next(p.name for p in self.profiles if p.learned)
+                log.info(
+                    "policy store %s has no version yet: scheduling with %s until the trainer publishes one",
+                    choice.waiting_for,
+                    f"the {learned} policy in {choice.path}"
+                    if choice.path
+                    else f"the shipped {learned} policy",
+                )
+        for resolved in self.profiles:
+            if choice is None or not resolved.learned:
+                active = ActiveProfile(build(resolved, self._context()), "policy", "heuristic")
+            else:
+                active = self._load_learned(resolved, choice, announce)
+            self.by_scheduler[resolved.scheduler_name] = active
+        self._publish()
+
+    def _load_learned(
+        self, resolved: ResolvedProfile, choice: CheckpointChoice, announce: bool
+    ) -> ActiveProfile:
+        fallback = self.settings.fallback_profile
         try:
-            importlib.import_module("scheduler.policy")  # registers the learned profiles
-            profile = build_profile(self.settings.profile, self._context(choice.path))
+            profile = build(resolved, self._context(choice.path))
         except ImportError as error:
             self.metrics.policy_load_failures.labels("unavailable").inc()
-            log.error(
-                "learned policy unavailable (%s); %s schedules instead", error, self.settings.fallback_profile
-            )
-            self.active = self._fallback(f"unavailable: {error}")
+            log.error("learned policy unavailable (%s); %s schedules instead", error, fallback)
+            return self._fallback(resolved, f"unavailable: {error}")
         except SchedulerInputError as error:
             self.metrics.policy_load_failures.labels(failure_reason(error.field)).inc()
-            log.error("policy not loaded, %s schedules instead: %s", self.settings.fallback_profile, error)
-            self.active = self._fallback(str(error))
-        else:
-            self.active = ActiveProfile(profile, "policy", choice.version)
-            if announce:
-                log.info("scheduling with %s policy %s", profile.name, self.active.version)
-        self._publish()
+            log.error("policy not loaded, %s schedules instead: %s", fallback, error)
+            return self._fallback(resolved, str(error))
+        if announce:
+            log.info("scheduling %s with %s policy %s", resolved.scheduler_name, profile.name, choice.version)
+        return ActiveProfile(profile, "policy", choice.version)
 
     def on_arrival(self, pod: Pod) -> None:
         if self.workload.observe(pod):
@@ -212,7 +237,7 @@ class PolicyManager:
         """Reload when a newer checkpoint appears."""
         while True:
             await asyncio.sleep(self.settings.policy_reload_s)
-            if self.settings.profile not in LEARNED_PROFILES:
+            if not self.learned:
                 continue
             choice = await asyncio.to_thread(
                 choose_checkpoint, self.settings.policy_store, self.settings.checkpoint

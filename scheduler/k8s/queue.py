@@ -201,10 +201,12 @@ class SchedulingQueue:
             counts[entry.where] += 1
         return counts
 
-    def unschedulable_by_plugin(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
+    def unschedulable_by_plugin(self) -> dict[tuple[str, str], int]:
+        """Unschedulable pods by (plugin that rejected them, their profile's schedulerName)."""
+        counts: dict[tuple[str, str], int] = {}
         for entry in self._pods.values():
             if entry.where is QueueName.UNSCHEDULABLE:
                 for plugin in entry.rejected_by:
-                    counts[plugin] = counts.get(plugin, 0) + 1
+                    key = (plugin, entry.pod.scheduler_name)
+                    counts[key] = counts.get(key, 0) + 1
         return counts

@@ -22,7 +22,7 @@ from scheduler.k8s.api import BindOutcome, BindResult, KubeApi
 from scheduler.k8s.cache import PodChange, SchedulerCache, pod_key
 from scheduler.k8s.hami import NodeLocker, NodeLocks, allocation_text, write_decision
 from scheduler.k8s.metrics import Metrics, attempts_label
-from scheduler.k8s.policy import PolicyManager
+from scheduler.k8s.policy import ActiveProfile, PolicyManager
 from scheduler.k8s.queue import QueuedPod, QueueName, SchedulingQueue
 from scheduler.k8s.reporting import SCHEDULER_ERROR, Reporter
 from scheduler.k8s.settings import Settings
@@ -58,10 +58,9 @@ class SchedulerRuntime:
         self.api = api
         self.metrics = metrics
         self.policy = policy
-        self.cache = SchedulerCache(settings.scheduler_name)
+        self.cache = SchedulerCache(policy.scheduler_names)
         self.queue = SchedulingQueue()
         self.reporter = Reporter(api)
-        self.profile_label = settings.scheduler_name
         self.leading = asyncio.Event()
         self.synced = asyncio.Event()
         self._wake = asyncio.Event()
@@ -206,11 +205,16 @@ class SchedulerRuntime:
     def schedule_one(self, entry: QueuedPod) -> None:
         pod = entry.pod
         started = time.perf_counter()
-        active = self.policy.active
+        # The profile named by the pod's schedulerName (metrics are labelled by it).
+        profile = pod.scheduler_name
+        active = self.policy.profile_for(profile)
+        if active is None:  # a pod queued for a profile this process no longer has
+            self.queue.forget(pod.key)
+            return
         decision = schedule_pod(
             self.cache.state, pod, active.profile, self.policy.rng, self.cache.namespace_labels
         )
-        self._observe_cycle(decision, started)
+        self._observe_cycle(decision, started, active)
         if decision.scheduled:
             self.metrics.decisions.labels(active.source).inc()
             self.cache.assume(pod, decision.node, decision.gpu_indices)
@@ -223,10 +227,8 @@ class SchedulerRuntime:
             return
         unschedulable = decision.status.code != Code.ERROR
         result = "unschedulable" if unschedulable else "error"
-        self.metrics.schedule_attempts.labels(result, self.profile_label).inc()
-        self.metrics.attempt_duration.labels(result, self.profile_label).observe(
-            time.perf_counter() - started
-        )
+        self.metrics.schedule_attempts.labels(result, profile).inc()
+        self.metrics.attempt_duration.labels(result, profile).observe(time.perf_counter() - started)
         rejected_by = (
             frozenset(decision.reason_counts) if decision.reason_counts else frozenset({"PreFilter"})
         )
@@ -236,7 +238,7 @@ class SchedulerRuntime:
 
     def _attempt_error(self, entry: QueuedPod, message: str) -> None:
         self.cache.forget(entry.pod.key)
-        self.metrics.schedule_attempts.labels("error", self.profile_label).inc()
+        self.metrics.schedule_attempts.labels("error", entry.pod.scheduler_name).inc()
         self.queue.failed(entry.pod.key, frozenset({"SchedulerError"}), unschedulable=False)
         self._spawn(self.reporter.failed(entry.pod, message, reason=SCHEDULER_ERROR))
 
@@ -279,8 +281,8 @@ class SchedulerRuntime:
         if result.outcome is BindOutcome.BOUND:
             self.queue.done(pod.key)
             elapsed = time.perf_counter() - started
-            self.metrics.schedule_attempts.labels("scheduled", self.profile_label).inc()
-            self.metrics.attempt_duration.labels("scheduled", self.profile_label).observe(elapsed)
+            self.metrics.schedule_attempts.labels("scheduled", pod.scheduler_name).inc()
+            self.metrics.attempt_duration.labels("scheduled", pod.scheduler_name).observe(elapsed)
             self.metrics.pod_attempts.observe(entry.attempts)
             self.metrics.sli_duration.labels(attempts_label(entry.attempts)).observe(
                 time.monotonic() - entry.first_seen
@@ -296,7 +298,7 @@ class SchedulerRuntime:
             self.queue.forget(pod.key)
             return
         log.warning("bind of %s to %s failed: %s", pod.key, decision.node, result.detail)
-        self.metrics.schedule_attempts.labels("error", self.profile_label).inc()
+        self.metrics.schedule_attempts.labels("error", pod.scheduler_name).inc()
         self.queue.failed(pod.key, frozenset({"DefaultBinder"}), unschedulable=False)
         self._wake.set()
         await self.reporter.failed(pod, f"binding rejected: {result.detail}", reason=SCHEDULER_ERROR)
@@ -318,7 +320,8 @@ class SchedulerRuntime:
         """A decision for the trainer: the pod's shape, where it went, the runners-up."""
         if self.experience is None:
             return
-        pod, active = decision.pod, self.policy.active
+        pod = decision.pod
+        active = self.policy.profile_for(pod.scheduler_name) or self.policy.active
         self.experience.append(
             {
                 "kind": "decision",
@@ -335,19 +338,16 @@ class SchedulerRuntime:
             }
         )
 
-    def _observe_cycle(self, decision: Decision, started: float) -> None:
+    def _observe_cycle(self, decision: Decision, started: float, active: ActiveProfile) -> None:
         elapsed = time.perf_counter() - started
+        profile = decision.pod.scheduler_name
         self.metrics.algorithm_duration.observe(elapsed)
         status = "Success" if decision.scheduled else "Unschedulable"
         for point, seconds in decision.timings.items():
             point_status = status if point == "Filter" else "Success"
-            self.metrics.extension_point_duration.labels(point, point_status, self.profile_label).observe(
-                seconds
-            )
+            self.metrics.extension_point_duration.labels(point, point_status, profile).observe(seconds)
         if "Score" in decision.timings:
-            self.metrics.policy_inference.labels(self.policy.active.profile.name).observe(
-                decision.timings["Score"]
-            )
+            self.metrics.policy_inference.labels(active.profile.name).observe(decision.timings["Score"])
 
     async def drain(self, timeout_s: float) -> int:
         """Let the binds, events and status writes in flight finish for up to
@@ -390,8 +390,8 @@ class SchedulerRuntime:
             for queue_name, size in sizes.items():
                 self.metrics.pending_pods.labels(queue_name.value).set(size)
             self.metrics.unschedulable_pods.clear()
-            for plugin, count in self.queue.unschedulable_by_plugin().items():
-                self.metrics.unschedulable_pods.labels(plugin, self.profile_label).set(count)
+            for (plugin, profile), count in self.queue.unschedulable_by_plugin().items():
+                self.metrics.unschedulable_pods.labels(plugin, profile).set(count)
             state = self.cache.state
             if len(state):
                 for name, column in (("cpu", CPU_COLUMN), ("memory", MEMORY_COLUMN)):

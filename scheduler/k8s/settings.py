@@ -6,7 +6,8 @@ environment variables (the environment wins), validated at start.
     fallback_profile: fgd         # used while the learned policy cannot be loaded
     policy_store: /var/lib/rl-scheduler/policies  # versions the trainer publishes (current)
     checkpoint: /models/gnn       # a fixed checkpoint; the shipped one when unset
-    weights: {LeastAllocated: 2}  # score weights by plugin (kube profiles; preferences in all)
+    weights: {NodeResourcesFit: 2}  # score weights of the profile's plugins, by name
+    profiles: []                  # more profiles (schedulerNames), as KubeSchedulerConfiguration's
     client: {qps: 50, burst: 100, connect_timeout_s: 5, read_timeout_s: 60}
     metrics_address: 0.0.0.0:10260
     startup_timeout_s: 120        # /healthz fails while caches are not synced after this
@@ -24,6 +25,13 @@ its liveness probe, so the kubelet restarts it. Every start-up call to the API
 server gives up after ``client.connect_timeout_s`` to connect (and complete TLS) and
 ``client.read_timeout_s`` without a byte of the answer, and is retried.
 
+``profile`` (with ``weights``) is the profile of ``scheduler_name``; ``profiles`` adds
+others in one process, each a KubeSchedulerConfiguration profile (``schedulerName``,
+``plugins``, ``pluginConfig``) that may start from a preset (``preset: fgd``); one
+named ``scheduler_name`` replaces ``profile``. A KubeSchedulerConfiguration file
+(``kind: KubeSchedulerConfiguration``) is read as settings too
+(``scheduler.k8s.kube_config``).
+
 Nested fields come from the environment as ``RL_SCHEDULER_CLIENT__QPS=5000``.
 """
 
@@ -37,9 +45,21 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from scheduler.errors import SchedulerInputError
-from scheduler.plugins.registry import profile_names
+from scheduler.k8s.kube_config import is_kube_scheduler_configuration, settings_values
+from scheduler.plugins.profile_config import (
+    PluginRef,
+    Plugins,
+    PluginSet,
+    ProfileConfig,
+    ResolvedProfile,
+    error_path,
+)
+from scheduler.plugins.profiles import preset, profile_names, resolve
 
-LEARNED_PROFILES = ("gnn",)
+__all__ = ["Settings", "SettingsError", "load_settings", "profile_names"]
+
+# Weights under the names they had before NodeResourcesFit scored with a strategy.
+WEIGHT_ALIASES = {"LeastAllocated": "NodeResourcesFit", "MostAllocated": "NodeResourcesFit"}
 
 
 class SettingsError(SchedulerInputError):
@@ -96,7 +116,14 @@ class Settings(BaseSettings):
     )
     profile: str = Field("gnn", description="score profile")
     fallback_profile: str = Field("fgd", description="heuristic used when the policy cannot be loaded")
-    weights: dict[str, int] = Field(default_factory=dict, description="score plugin weights by plugin name")
+    weights: dict[str, int] = Field(
+        default_factory=dict, description="weights of the profile's score plugins, by plugin name"
+    )
+    profiles: list[ProfileConfig] = Field(
+        default_factory=list,
+        description="more profiles in this process, each with its own schedulerName "
+        "(KubeSchedulerConfiguration's profiles; preset: a built-in profile to start from)",
+    )
     checkpoint: Path | None = Field(
         None, description="fixed policy checkpoint folder; the shipped one if unset"
     )
@@ -131,8 +158,7 @@ class Settings(BaseSettings):
     @field_validator("profile", "fallback_profile")
     @classmethod
     def _known_profile(cls, value: str) -> str:
-        # The learned profile registers itself when its package (torch) is imported.
-        known = sorted({*profile_names(), *LEARNED_PROFILES})
+        known = profile_names()
         if value not in known:
             raise ValueError(f"unknown profile {value!r}; known: {', '.join(known)}")
         return value
@@ -147,9 +173,44 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _fallback_is_heuristic(self) -> Settings:
-        if self.fallback_profile == "gnn":
-            raise ValueError("fallback_profile must be a heuristic profile, not gnn")
+        if preset(self.fallback_profile).learned:
+            raise ValueError(f"fallback_profile must be a heuristic profile, not {self.fallback_profile}")
+        self.scheduler_profiles()  # every profile resolves, or the field at fault is named
         return self
+
+    def _own_profile(self) -> ProfileConfig:
+        """``profile`` with ``weights``, for ``scheduler_name``."""
+        scores = {name for name, _ in preset(self.profile).scores}
+        enabled = []
+        for name, weight in self.weights.items():
+            plugin = WEIGHT_ALIASES.get(name, name)
+            if plugin not in scores:
+                raise SettingsError(
+                    "settings",
+                    f"weights.{name}",
+                    f"not a score plugin of profile {self.profile} (its scores: {', '.join(sorted(scores))})",
+                )
+            enabled.append(PluginRef(name=plugin, weight=weight))
+        plugins = Plugins(score=PluginSet(enabled=tuple(enabled)))
+        return ProfileConfig(scheduler_name=self.scheduler_name, preset=self.profile, plugins=plugins)
+
+    def scheduler_profiles(self) -> list[ResolvedProfile]:
+        """Every profile this process schedules with, ``scheduler_name``'s first."""
+        named = [(f"profiles[{i}]", p) for i, p in enumerate(self.profiles)]
+        seen: dict[str, str] = {}
+        for path, profile in named:
+            if profile.scheduler_name in seen:
+                raise SettingsError(
+                    "settings",
+                    f"{path}.schedulerName",
+                    f"{profile.scheduler_name} is the schedulerName of {seen[profile.scheduler_name]} too",
+                )
+            seen[profile.scheduler_name] = path
+        if self.scheduler_name not in seen:
+            named.insert(0, ("profile", self._own_profile()))
+        else:
+            named.sort(key=lambda item: item[1].scheduler_name != self.scheduler_name)
+        return [resolve(profile, "settings", path) for path, profile in named]
 
     @property
     def lease_name(self) -> str:
@@ -182,11 +243,20 @@ def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
             raise SettingsError(where, "file", f"not valid YAML: {error}") from None
         if not isinstance(loaded, dict):
             raise SettingsError(where, "file", "expected a mapping of settings")
+        if is_kube_scheduler_configuration(loaded):
+            try:
+                loaded = settings_values(loaded, where)
+            except SchedulerInputError as error:
+                raise SettingsError(where, error.field, error.problem) from None
         values.update(loaded)
     values.update({k: v for k, v in overrides.items() if v is not None})
     try:
         return Settings(**values)
     except ValidationError as error:
         first = error.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "settings"
-        raise SettingsError(where, field, first["msg"]) from None
+        cause = (first.get("ctx") or {}).get("error")
+        if isinstance(cause, SchedulerInputError):
+            raise SettingsError(where, cause.field, cause.problem) from None
+        field = error_path(first["loc"]) or "settings"
+        problem = "unknown field" if first["type"] == "extra_forbidden" else first["msg"]
+        raise SettingsError(where, field, problem) from None

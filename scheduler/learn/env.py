@@ -27,7 +27,7 @@ from gymnasium import spaces
 
 from scheduler.learn.episode import Episode, EpisodeSpec, make_episode
 from scheduler.objects.pod import Pod
-from scheduler.plugins.registry import default_filters
+from scheduler.plugins.profiles import default_filters
 from scheduler.policy.graph import NODE_FEATURES, PAIR_FEATURES, POD_FEATURES, GraphBuilder, feasible_nodes
 from scheduler.resources.gpu import MILLI_PER_GPU
 from scheduler.state.cluster_state import ClusterState, IntArray

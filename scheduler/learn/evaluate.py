@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from scheduler.framework.profile import Profile
-from scheduler.plugins.registry import ProfileContext, register_profile
+from scheduler.plugins.profiles import register_profile
+from scheduler.plugins.registry import ProfileContext
 from scheduler.policy.config import PER_NODE_KINDS
 from scheduler.policy.plugin import gnn_profile
 from scheduler.policy.weights import MANIFEST_FILE, default_checkpoint_path, read_config, read_manifest
@@ -23,8 +24,7 @@ LEARNED = "gnn"
 
 
 def run_policy_trace(spec: ReplaySpec, progress: Callable[[int, int], None] | None = None) -> RunResult:
-    """``run_trace`` in a worker that also knows the training teacher's profile and
-    serves every checkpoint kind as ``gnn``."""
+    """``run_trace`` in a worker that serves every checkpoint kind as ``gnn``."""
     _register_training_profiles()
     return run_trace(spec, progress)
 
@@ -49,8 +49,6 @@ def learned_profile(ctx: ProfileContext) -> Profile:
 
 
 def _register_training_profiles() -> None:
-    import scheduler.learn.teacher  # noqa: F401, PLC0415 - registers fgd-reserve in this process
-
     register_profile(LEARNED, learned_profile)
 
 

@@ -27,7 +27,8 @@ from scheduler.framework.profile import Profile, WeightedScore
 from scheduler.learn.episode import EpisodeSpec, make_episode, run_episode
 from scheduler.learn.options import ImitationArgs
 from scheduler.learn.teacher import ReserveScore
-from scheduler.plugins.registry import ProfileContext, default_filters, register_profile
+from scheduler.plugins.profiles import default_filters, register_profile
+from scheduler.plugins.registry import ProfileContext
 from scheduler.policy.checkpoint import Manifest, save_checkpoint
 from scheduler.policy.config import ScorerConfig
 from scheduler.policy.graph import GraphBuilder

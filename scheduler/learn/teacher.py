@@ -32,9 +32,11 @@ import numpy as np
 import numpy.typing as npt
 
 from scheduler.framework.plugin import CycleContext
-from scheduler.framework.profile import Profile, WeightedScore
+from scheduler.framework.profile import Profile
 from scheduler.objects.pod import Pod
-from scheduler.plugins.registry import ProfileContext, default_filters, register_profile
+from scheduler.plugins.args import PluginArgs
+from scheduler.plugins.profiles import build_profile
+from scheduler.plugins.registry import ProfileContext
 from scheduler.policy.config import RESERVE_MAX, RESERVE_MIN
 from scheduler.policy.graph import GraphBuilder
 from scheduler.policy.scoring import integer_scores
@@ -101,9 +103,11 @@ class ReserveScore:
         return self.builder.fgd_gpus(ctx, node)
 
 
+def reserve_score(_args: PluginArgs, ctx: ProfileContext) -> ReserveScore:
+    """The ``FgdReserve`` plugin (the registry imports this module only when used)."""
+    return ReserveScore(ctx.typical_pods)
+
+
 def teacher_profile(ctx: ProfileContext) -> Profile:
-    plugin = ReserveScore(ctx.typical_pods)
-    return Profile(TEACHER_PROFILE, default_filters(), [WeightedScore(plugin, 1)], plugin, "first")
-
-
-register_profile(TEACHER_PROFILE, teacher_profile)
+    """The ``fgd-reserve`` preset: ReserveScore alone, ties to the first node."""
+    return build_profile(TEACHER_PROFILE, ctx)

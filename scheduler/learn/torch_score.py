@@ -16,7 +16,8 @@ import torch
 from scheduler.framework.plugin import CycleContext
 from scheduler.framework.profile import Profile
 from scheduler.objects.pod import Pod
-from scheduler.plugins.registry import ProfileContext, user_preferences
+from scheduler.plugins.profiles import user_preferences
+from scheduler.plugins.registry import ProfileContext
 from scheduler.policy.checkpoint import load_checkpoint
 from scheduler.policy.graph import GraphBuilder
 from scheduler.policy.model import NodeScorer, quantize

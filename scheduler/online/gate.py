@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from scheduler.online.tuning import fitness
 from scheduler.online.twin import TwinEpisode, mean_fitness
-from scheduler.plugins.registry import ProfileContext, build_profile
+from scheduler.plugins.profiles import build_profile
+from scheduler.plugins.registry import ProfileContext
 from scheduler.policy.model import NodeScorer
 
 

@@ -1,37 +1,32 @@
-"""Plugins and profiles by name.
+"""Plugins by name: which extension points each one serves, how it is built from its
+arguments, and what rl-scheduler does with kube-scheduler's plugins it runs itself or
+does not implement.
 
-Every profile runs the same filters, in kube-scheduler's order (our GpuShare after
-NodeResourcesFit). Profiles differ in how they score:
+A profile (``scheduler.plugins.profiles``) names plugins; this table is the only place
+that knows what a name means. The table is data, written out below: no module
+registers anything by being imported. The learned plugins are named by
+``"module:function"`` and imported only when a profile uses them, so a process that
+never schedules with the learned policy never reads a checkpoint (and the teacher's
+module stays a training module).
 
-| profile        | scores (weight)                                                  | ties   |
-|----------------|------------------------------------------------------------------|--------|
-| default        | TaintToleration 3, NodeAffinity 2, InterPodAffinity 2,           | random |
-|                | PodTopologySpread 2, LeastAllocated 1, BalancedAllocation 1      |        |
-| most-allocated | as default with MostAllocated instead of LeastAllocated          | random |
-| random, dot-prod, gpu-clustering, gpu-packing, best-fit, fgd                      |        |
-|                | that FGD-paper policy alone, after the preferences               | first  |
-| gnn            | the learned policy (``scheduler.policy``), after the preferences | first  |
-
-The policy profiles rank by the pod's preferences first (the first four scores of
-``default`` with their weights, ``Profile.preferences``): the policy chooses among the
-nodes the pod prefers most. A pod that asks for nothing (every trace pod) leaves all
-feasible nodes to the policy.
-
-``first`` takes the best node earliest in the state's node order; the trace replay
-adds nodes in a seeded order, as the FGD simulator ranks them. The learned policy is
-one more profile, built (its checkpoint read) only when asked for.
+Extension points: a filter plugin runs its PreFilter with its Filter, a score plugin
+its PreScore with its Score (``FILTER``, ``SCORE``). A *policy* score plugin (the FGD
+paper's policies, the learned one) decides among the nodes the profile's other score
+plugins rank highest, ties going to the first node in the state's order; when it also
+picks GPUs (``selects_gpus``), it chooses the chosen node's GPUs too.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from scheduler.framework.plugin import FilterPlugin, GpuSelector, ScorePlugin
-from scheduler.framework.profile import Profile, TieBreak, WeightedScore
+from scheduler.plugins.args import InterPodAffinityArgs, NodeResourcesFitArgs, PluginArgs
 from scheduler.plugins.filters.gpu_share import GpuShare
 from scheduler.plugins.filters.inter_pod_affinity import InterPodAffinity
 from scheduler.plugins.filters.node_affinity import NodeAffinity
@@ -42,14 +37,12 @@ from scheduler.plugins.filters.node_unschedulable import NodeUnschedulable
 from scheduler.plugins.filters.node_volume_limits import NodeVolumeLimits
 from scheduler.plugins.filters.pod_topology_spread import PodTopologySpread
 from scheduler.plugins.filters.taint_toleration import TaintToleration
-from scheduler.plugins.filters.unsupported import Unsupported
 from scheduler.plugins.filters.volume_binding import VolumeBinding
 from scheduler.plugins.filters.volume_restrictions import VolumeRestrictions
 from scheduler.plugins.filters.volume_zone import VolumeZone
 from scheduler.plugins.scores.best_fit import BestFitScore
 from scheduler.plugins.scores.dot_prod import DotProdScore
 from scheduler.plugins.scores.fgd import FgdScore
-from scheduler.plugins.scores.gpu_choice import BestFitGpus, RandomGpus
 from scheduler.plugins.scores.gpu_clustering import GpuClusteringScore
 from scheduler.plugins.scores.gpu_packing import GpuPackingScore
 from scheduler.plugins.scores.inter_pod_affinity import InterPodAffinityScore
@@ -59,129 +52,134 @@ from scheduler.plugins.scores.random_score import RandomScore
 from scheduler.plugins.scores.resource_allocation import BalancedAllocation, LeastAllocated, MostAllocated
 from scheduler.state.fragmentation import TypicalPods
 
-
-class UnknownProfileError(ValueError):
-    def __init__(self, name: str) -> None:
-        super().__init__(f"unknown score profile {name!r}; known: {', '.join(profile_names())}")
+FILTER = "filter"
+SCORE = "score"
 
 
 @dataclass
 class ProfileContext:
-    """What a profile may need to build its plugins."""
+    """What plugins may need to be built."""
 
     rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
     # The workload FGD measures fragmentation against (from a trace or the live mix).
     typical_pods: TypicalPods | None = None
-    # Weights replacing the profile's defaults, by score plugin name.
-    weights: Mapping[str, int] = field(default_factory=dict)
     # A learned policy's checkpoint (a folder with manifest.json); the shipped one if None.
     checkpoint: Path | None = None
 
 
-ProfileFactory = Callable[[ProfileContext], Profile]
-_PROFILES: dict[str, ProfileFactory] = {}
+# (validated args, context) -> the plugin object; or "module:function" of such a
+# function, imported when first used.
+Factory = Callable[[Any, ProfileContext], Any]
 
 
-def default_filters() -> list[FilterPlugin]:
-    return [
-        Unsupported(),
-        NodeUnschedulable(),
-        NodeName(),
-        TaintToleration(),
-        NodeAffinity(),
-        NodePorts(),
-        NodeResourcesFit(),
-        GpuShare(),
-        VolumeRestrictions(),
-        NodeVolumeLimits(),
-        VolumeBinding(),
-        VolumeZone(),
-        PodTopologySpread(),
-        InterPodAffinity(),
-    ]
+@dataclass(frozen=True)
+class PluginSpec:
+    name: str
+    filter: Factory | str | None = None
+    score: Factory | str | None = None
+    args: type[PluginArgs] = PluginArgs
+    # A policy score plugin: decides among the nodes the other scores rank highest.
+    policy: bool = False
+    # Its score plugin also picks the chosen node's GPUs.
+    selects_gpus: bool = False
+    # Needs a checkpoint: while it cannot be loaded, the fallback profile schedules.
+    learned: bool = False
+    # kube-scheduler extension points rl-scheduler serves outside profiles (the queue,
+    # the binder): the plugin always runs there and cannot be disabled.
+    built_in: tuple[str, ...] = ()
+    # Why rl-scheduler does not run it, for kube-scheduler plugins it does not implement
+    # (enabled by kube's defaults, they are left out; enabled by name, refused).
+    missing: str = ""
+
+    @property
+    def points(self) -> frozenset[str]:
+        return frozenset(p for p, f in ((FILTER, self.filter), (SCORE, self.score)) if f is not None)
 
 
-def register_profile(name: str, factory: ProfileFactory) -> None:
-    _PROFILES[name] = factory
+def _fit_score(args: NodeResourcesFitArgs, _: ProfileContext) -> Any:
+    return MostAllocated() if args.scoring_strategy.type == "MostAllocated" else LeastAllocated()
 
 
-def profile_names() -> list[str]:
-    return sorted(_PROFILES)
-
-
-def build_profile(name: str, ctx: ProfileContext | None = None) -> Profile:
-    factory = _PROFILES.get(name)
-    if factory is None:
-        raise UnknownProfileError(name)
-    return factory(ctx or ProfileContext())
-
-
-def _weighted(ctx: ProfileContext, scores: list[tuple[ScorePlugin, int]]) -> list[WeightedScore]:
-    return [WeightedScore(plugin, ctx.weights.get(plugin.name, weight)) for plugin, weight in scores]
-
-
-def _preference_scores() -> list[tuple[ScorePlugin, int]]:
-    """kube-scheduler's scores of what a pod's owner asks for, with its default weights."""
-    return [
-        (TaintTolerationScore(), 3),
-        (NodeAffinityScore(), 2),
-        (InterPodAffinityScore(), 2),
-        (PodTopologySpreadScore(), 2),
-    ]
-
-
-def user_preferences(ctx: ProfileContext) -> list[WeightedScore]:
-    """A policy profile's ``preferences``: kube's preference scores and weights (each
-    weight can be set by plugin name, as for the kube profiles)."""
-    return _weighted(ctx, _preference_scores())
-
-
-def _kube(name: str, fit: Callable[[], ScorePlugin]) -> ProfileFactory:
-    def build(ctx: ProfileContext) -> Profile:
-        scores = [*_preference_scores(), (fit(), 1), (BalancedAllocation(), 1)]
-        return Profile(name, default_filters(), _weighted(ctx, scores), BestFitGpus(), "random")
-
-    return build
-
-
-def _single(
-    name: str,
-    plugin: Callable[[ProfileContext], ScorePlugin],
-    gpus: Callable[[ProfileContext, ScorePlugin], GpuSelector],
-) -> ProfileFactory:
-    def build(ctx: ProfileContext) -> Profile:
-        score = plugin(ctx)
-        tie_break: TieBreak = "first"
-        scores = [WeightedScore(score, 1)]
-        return Profile(name, default_filters(), scores, gpus(ctx, score), tie_break, user_preferences(ctx))
-
-    return build
-
-
-def _fgd(ctx: ProfileContext) -> ScorePlugin:
+def _fgd(_: PluginArgs, ctx: ProfileContext) -> FgdScore:
     if ctx.typical_pods is None:
-        raise ValueError("the fgd profile needs typical pods (a trace or the observed workload)")
+        raise ValueError("the FGD plugin needs typical pods (a trace or the observed workload)")
     return FgdScore(ctx.typical_pods)
 
 
-def _gnn(ctx: ProfileContext) -> Profile:
-    from scheduler.policy.plugin import gnn_profile  # noqa: PLC0415 - the checkpoint loads only when asked for
-
-    return gnn_profile(ctx)
+def _plain(cls: Callable[[], Any]) -> Factory:
+    return lambda _args, _ctx: cls()
 
 
-def _best_fit_gpus(_: ProfileContext, __: ScorePlugin) -> GpuSelector:
-    return BestFitGpus()
-
-
-register_profile("default", _kube("default", LeastAllocated))
-register_profile("most-allocated", _kube("most-allocated", MostAllocated))
-register_profile(
-    "random", _single("random", lambda ctx: RandomScore(ctx.rng), lambda ctx, _: RandomGpus(ctx.rng))
+_SPECS = (
+    # kube-scheduler's plugins, in its default profile's order.
+    PluginSpec("SchedulingGates", built_in=("preEnqueue",)),
+    PluginSpec("PrioritySort", built_in=("queueSort",)),
+    PluginSpec("NodeUnschedulable", filter=_plain(NodeUnschedulable)),
+    PluginSpec("NodeName", filter=_plain(NodeName)),
+    PluginSpec("TaintToleration", filter=_plain(TaintToleration), score=_plain(TaintTolerationScore)),
+    PluginSpec("NodeAffinity", filter=_plain(NodeAffinity), score=_plain(NodeAffinityScore)),
+    PluginSpec("NodePorts", filter=_plain(NodePorts)),
+    PluginSpec(
+        "NodeResourcesFit",
+        filter=lambda args, _: NodeResourcesFit(args.ignored_resources),
+        score=_fit_score,
+        args=NodeResourcesFitArgs,
+    ),
+    PluginSpec("GpuShare", filter=_plain(GpuShare)),
+    PluginSpec("VolumeRestrictions", filter=_plain(VolumeRestrictions)),
+    PluginSpec("NodeVolumeLimits", filter=_plain(NodeVolumeLimits)),
+    PluginSpec("VolumeBinding", filter=_plain(VolumeBinding), built_in=("reserve", "preBind")),
+    PluginSpec("VolumeZone", filter=_plain(VolumeZone)),
+    PluginSpec("PodTopologySpread", filter=_plain(PodTopologySpread), score=_plain(PodTopologySpreadScore)),
+    PluginSpec(
+        "InterPodAffinity",
+        filter=_plain(InterPodAffinity),
+        score=lambda args, _: InterPodAffinityScore(args.hard_pod_affinity_weight),
+        args=InterPodAffinityArgs,
+    ),
+    PluginSpec("DynamicResources", missing="rl-scheduler does not allocate resource claims (DRA)"),
+    PluginSpec("DefaultPreemption", missing="rl-scheduler does not preempt"),
+    PluginSpec("NodeResourcesBalancedAllocation", score=_plain(BalancedAllocation)),
+    PluginSpec("ImageLocality", missing="rl-scheduler does not score images already on a node"),
+    PluginSpec("DefaultBinder", built_in=("bind",)),
+    PluginSpec("NodeDeclaredFeatures", missing="rl-scheduler does not match node-declared features"),
+    # The FGD paper's policies (Weng et al., ATC'23) and the learned policy.
+    PluginSpec("Random", score=lambda _, ctx: RandomScore(ctx.rng), policy=True, selects_gpus=True),
+    PluginSpec("DotProd", score=_plain(DotProdScore), policy=True),
+    PluginSpec("GpuClustering", score=_plain(GpuClusteringScore), policy=True),
+    PluginSpec("GpuPacking", score=_plain(GpuPackingScore), policy=True),
+    PluginSpec("BestFit", score=_plain(BestFitScore), policy=True),
+    PluginSpec("FGD", score=_fgd, policy=True, selects_gpus=True),
+    PluginSpec(
+        "GnnScore", score="scheduler.policy.plugin:gnn_score", policy=True, selects_gpus=True, learned=True
+    ),
+    PluginSpec("FgdReserve", score="scheduler.learn.teacher:reserve_score", policy=True, selects_gpus=True),
 )
-register_profile("dot-prod", _single("dot-prod", lambda _: DotProdScore(), _best_fit_gpus))
-register_profile("gpu-clustering", _single("gpu-clustering", lambda _: GpuClusteringScore(), _best_fit_gpus))
-register_profile("gpu-packing", _single("gpu-packing", lambda _: GpuPackingScore(), _best_fit_gpus))
-register_profile("best-fit", _single("best-fit", lambda _: BestFitScore(), _best_fit_gpus))
-register_profile("fgd", _single("fgd", _fgd, lambda _, score: score))  # type: ignore[arg-type,return-value]
-register_profile("gnn", _gnn)
+PLUGINS: Mapping[str, PluginSpec] = {spec.name: spec for spec in _SPECS}
+
+
+class UnknownPluginError(ValueError):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"unknown plugin {name!r}; known: {', '.join(plugin_names())}")
+
+
+def plugin_names() -> list[str]:
+    """The plugins a profile can name (rl-scheduler's and kube-scheduler's it runs)."""
+    return sorted(name for name, spec in PLUGINS.items() if not spec.missing)
+
+
+def plugin_spec(name: str) -> PluginSpec:
+    spec = PLUGINS.get(name)
+    if spec is None:
+        raise UnknownPluginError(name)
+    return spec
+
+
+def resolve_factory(factory: Factory | str) -> Factory:
+    """The function itself; a ``"module:function"`` is imported now."""
+    if not isinstance(factory, str):
+        return factory
+    module, _, function = factory.partition(":")
+    built: Factory = getattr(importlib.import_module(module), function)
+    return built

@@ -27,7 +27,9 @@ import numpy.typing as npt
 from scheduler.framework.plugin import CycleContext, GpuSelector, ScorePlugin
 from scheduler.framework.profile import Profile, WeightedScore
 from scheduler.objects.pod import Pod
-from scheduler.plugins.registry import ProfileContext, default_filters, user_preferences
+from scheduler.plugins.args import PluginArgs
+from scheduler.plugins.profiles import build, default_filters, preset
+from scheduler.plugins.registry import ProfileContext
 from scheduler.policy.graph import GraphBuilder
 from scheduler.policy.inference import CachedScorer, NumpyScorer
 from scheduler.policy.scoring import integer_scores, round_to_step
@@ -59,14 +61,21 @@ class GnnScore:
         return self.builder.fgd_gpus(ctx, node)
 
 
-def gnn_profile(ctx: ProfileContext, checkpoint: Path | None = None) -> Profile:
-    """The ``gnn`` profile: the default filters, the pod's preferences, then GnnScore
-    among the nodes the pod prefers most, ties to the first node. Raises
+def gnn_score(_args: PluginArgs, ctx: ProfileContext) -> GnnScore:
+    """The ``GnnScore`` plugin of ``ctx.checkpoint`` (the shipped one if None). Raises
     ``CheckpointError`` for a missing or bad checkpoint, or one of a kind that runs in
     torch only."""
-    loaded = load_weights(checkpoint if checkpoint is not None else ctx.checkpoint)
-    plugin = GnnScore(NumpyScorer(loaded.config, loaded.arrays), ctx.typical_pods)
-    return model_profile(plugin, user_preferences(ctx))
+    loaded = load_weights(ctx.checkpoint)
+    return GnnScore(NumpyScorer(loaded.config, loaded.arrays), ctx.typical_pods)
+
+
+def gnn_profile(ctx: ProfileContext, checkpoint: Path | None = None) -> Profile:
+    """The ``gnn`` preset (the default filters, the pod's preferences, then GnnScore
+    among the nodes the pod prefers most, ties to the first node) with ``checkpoint``
+    (``ctx.checkpoint`` when None)."""
+    if checkpoint is not None:
+        ctx = ProfileContext(ctx.rng, ctx.typical_pods, checkpoint)
+    return build(preset("gnn"), ctx)
 
 
 class LearnedScore(ScorePlugin, GpuSelector, Protocol):

@@ -12,7 +12,7 @@ from typing import Any
 from tqdm import tqdm
 
 from scheduler.errors import SchedulerInputError
-from scheduler.plugins.registry import profile_names
+from scheduler.plugins.profiles import profile_names
 from scheduler.sim import report
 from scheduler.sim.catalog import DEFAULT_NODE_LIST, pod_list_path
 from scheduler.sim.replay import NODE_ORDER_DRAWS

@@ -27,7 +27,8 @@ import numpy.typing as npt
 from scheduler.framework.profile import schedule_pod
 from scheduler.objects.node import Node
 from scheduler.objects.pod import Pod
-from scheduler.plugins.registry import ProfileContext, build_profile
+from scheduler.plugins.profiles import build_profile
+from scheduler.plugins.registry import ProfileContext
 from scheduler.plugins.scores.fgd import NodeFragCache
 from scheduler.resources.gpu import MILLI_PER_GPU
 from scheduler.sim.catalog import DEFAULT_NODE_LIST, node_list_path, pod_list_path

@@ -34,7 +34,8 @@ from scheduler.objects.node import Node
 from scheduler.objects.node_manifest import node_from_manifest
 from scheduler.objects.pod import CPU, MEMORY, Pod
 from scheduler.objects.pod_manifest import pod_from_manifest
-from scheduler.plugins.registry import ProfileContext, build_profile
+from scheduler.plugins.profiles import build_profile
+from scheduler.plugins.registry import ProfileContext
 from scheduler.state.cluster_state import ClusterState
 
 GI = 2**30

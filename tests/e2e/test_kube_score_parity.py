@@ -21,7 +21,7 @@ from scheduler.framework.plugin import CycleContext
 from scheduler.framework.profile import run_filters, total_scores
 from scheduler.objects.node_manifest import node_from_manifest
 from scheduler.objects.pod_manifest import pod_from_manifest
-from scheduler.plugins.registry import build_profile
+from scheduler.plugins.profiles import build_profile
 from scheduler.state.cluster_state import ClusterState
 from tests.e2e.support import replace_nodes, scratch_namespace, wait_for
 from tests.e2e.workloads import pod

@@ -69,7 +69,7 @@ def test_unschedulable_pods_wait_for_a_cluster_change() -> None:
     )
     clock.now += 60
     assert q.pop() is None
-    assert q.unschedulable_by_plugin() == {"NodeResourcesFit": 1}
+    assert q.unschedulable_by_plugin() == {("NodeResourcesFit", "rl-scheduler"): 1}
     assert q.move_all_to_active_or_backoff() == 1
     assert q.pop() is not None  # its 1 s backoff already passed
 

@@ -39,7 +39,7 @@ def test_file_then_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         ("client: {qps: 0}\n", r"client.qps: Input should be greater than 0"),
         ("metrics_address: localhost\n", r"metrics_address: Value error, expected host:port"),
         ("leader_election: {renew_deadline_s: 20}\n", r"leader_election: Value error, need retry_period_s"),
-        ("bogus: 1\n", r"bogus: Extra inputs are not permitted"),
+        ("bogus: 1\n", r"bogus: unknown field"),
         ("- a\n- b\n", r"file: expected a mapping"),
         ("a: [\n", r"file: not valid YAML"),
         ("fallback_profile: gnn\n", r"fallback_profile must be a heuristic"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scheduler.plugins.registry import default_filters
+from scheduler.plugins.profiles import default_filters
 from scheduler.policy.graph import (
     NODE_FEATURES,
     PAIR_FEATURES,

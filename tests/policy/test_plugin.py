@@ -12,7 +12,8 @@ import torch
 from scheduler.framework.profile import schedule_pod
 from scheduler.objects.node_manifest import node_from_manifest
 from scheduler.objects.pod_manifest import pod_from_manifest
-from scheduler.plugins.registry import ProfileContext, build_profile, default_filters
+from scheduler.plugins.profiles import build_profile, default_filters
+from scheduler.plugins.registry import ProfileContext
 from scheduler.policy.checkpoint import CheckpointError, save_checkpoint
 from scheduler.policy.config import ScorerConfig
 from scheduler.policy.graph import GraphBuilder, feasible_nodes

@@ -19,7 +19,8 @@ from scheduler.framework.profile import schedule_pod
 from scheduler.learn.evaluate import learned_profile
 from scheduler.objects.pod import Pod
 from scheduler.online.trainer import Trainer, TrainerConfig, TrainerMetrics
-from scheduler.plugins.registry import ProfileContext, build_profile
+from scheduler.plugins.profiles import build_profile
+from scheduler.plugins.registry import ProfileContext
 from scheduler.policy.checkpoint import load_checkpoint, save_checkpoint
 from scheduler.policy.config import ScorerConfig, per_node_shapes
 from scheduler.policy.model import NodeScorer
@@ -179,7 +180,8 @@ SCORE = """
 import sys
 import numpy as np
 from scheduler.framework.profile import schedule_pod
-from scheduler.plugins.registry import ProfileContext, build_profile
+from scheduler.plugins.profiles import build_profile
+from scheduler.plugins.registry import ProfileContext
 from scheduler.state.fragmentation import pod_shape, typical_pods
 from tests.builders import make_node, make_pod, make_state
 

@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 
 from scheduler.framework.profile import schedule_pod
-from scheduler.plugins.registry import ProfileContext, build_profile
+from scheduler.plugins.profiles import build_profile
+from scheduler.plugins.registry import ProfileContext
 from scheduler.resources.gpu import MILLI_PER_GPU
 from scheduler.sim.catalog import DEFAULT_NODE_LIST, node_list_path, pod_list_path
 from scheduler.sim.gorand import GoRand

@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduler.framework.profile import schedule_pod
-from scheduler.plugins.registry import ProfileContext, build_profile
+from scheduler.plugins.profiles import build_profile
+from scheduler.plugins.registry import ProfileContext
 from scheduler.sim.catalog import pod_list_path
 from scheduler.sim.curves import curves
 from scheduler.sim.gorand import GoRand

@@ -11,7 +11,8 @@ import pytest
 
 from scheduler.framework.profile import schedule_pod
 from scheduler.objects.pod import Pod
-from scheduler.plugins.registry import ProfileContext, build_profile
+from scheduler.plugins.profiles import build_profile
+from scheduler.plugins.registry import ProfileContext
 from scheduler.state.fragmentation import PodShape, TypicalPods
 from tests.builders import make_node, make_state
 from tests.unit.test_filters_pods import HOST, ZONE, spread, term, web

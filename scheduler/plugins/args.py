@@ -1,0 +1,56 @@
+"""Plugin arguments (a profile's ``pluginConfig[].args``), validated by plugin.
+
+The names and meanings are kube-scheduler's (``NodeResourcesFitArgs``,
+``InterPodAffinityArgs``, ...) for the subset rl-scheduler implements; any other field
+is refused with its path. An ``apiVersion``/``kind`` pair, as kube-scheduler's own
+files carry, is accepted when the kind is the plugin's.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class PluginArgs(BaseModel):
+    """No arguments (``apiVersion`` and ``kind`` only)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+    api_version: str = Field("", alias="apiVersion")
+    kind: str = ""
+
+
+class ScoredResource(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    weight: int = 1
+
+
+# kube-scheduler's default: cpu and memory, weight 1 each; the only set rl-scheduler scores.
+DEFAULT_SCORED = (ScoredResource(name="cpu"), ScoredResource(name="memory"))
+
+
+class ScoringStrategy(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: Literal["LeastAllocated", "MostAllocated"] = "LeastAllocated"
+    resources: tuple[ScoredResource, ...] = DEFAULT_SCORED
+
+    @field_validator("resources")
+    @classmethod
+    def _cpu_and_memory(cls, value: tuple[ScoredResource, ...]) -> tuple[ScoredResource, ...]:
+        if sorted((r.name, r.weight) for r in value) != [("cpu", 1), ("memory", 1)]:
+            raise ValueError("rl-scheduler scores cpu and memory with weight 1 each only")
+        return value
+
+
+class NodeResourcesFitArgs(PluginArgs):
+    ignored_resources: tuple[str, ...] = Field((), alias="ignoredResources")
+    scoring_strategy: ScoringStrategy = Field(default_factory=ScoringStrategy, alias="scoringStrategy")
+
+
+class InterPodAffinityArgs(PluginArgs):
+    hard_pod_affinity_weight: int = Field(1, ge=0, le=100, alias="hardPodAffinityWeight")
