@@ -6,6 +6,7 @@ The GPU names are the project's conventions: HAMi's device protocol, from
 
 from typing import Final
 
+from scheduler.objects import topology
 from scheduler.resources.gpu import (
     GPU_CORES_RESOURCE,
     GPU_MEMORY_PERCENT_RESOURCE,
@@ -23,8 +24,9 @@ __all__ = [
 ]
 
 HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
-ZONE_LABEL: Final = "topology.kubernetes.io/zone"
-RACK_LABEL: Final = "topology.rl-scheduler.io/rack"
+# The learned policy's graph links nodes by these (scheduler.objects.topology).
+ZONE_LABEL: Final = topology.ZONE_LABEL
+RACK_LABEL: Final = topology.RACK_LABEL
 # KWOK's documented node conventions: the annotation makes the kwok controller
 # manage the node; the label and taint keep real workloads off fake nodes.
 KWOK_NODE_ANNOTATION: Final = "kwok.x-k8s.io/node"

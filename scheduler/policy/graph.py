@@ -13,7 +13,8 @@ replay sees live exactly the features it was trained on.
 - **Edges** carry structure: each node is linked to ``degree`` neighbours among the
   nodes of the same shape (GPU model, GPU count, CPU and memory), and among the nodes
   of the same zone or rack when nodes carry ``topology.kubernetes.io/zone`` /
-  ``rack`` labels; links run both ways, in node order, so the graph is deterministic.
+  ``topology.rl-scheduler.io/rack`` labels (``scheduler.objects.topology``); links run
+  both ways, in node order, so the graph is deterministic.
 - **Pair features** (``PAIR_FEATURES``, one row per feasible node, for this pod): the
   FGD score and the continuous fragmentation change dF, what is left after placing the
   pod, and the CPU shortfall against a CPU reserve per idle GPU at several reserves
@@ -39,6 +40,7 @@ import numpy.typing as npt
 from scheduler.framework.plugin import CycleContext, FilterPlugin
 from scheduler.framework.profile import run_filters
 from scheduler.objects.pod import Pod
+from scheduler.objects.topology import RACK_LABEL, ZONE_LABEL
 from scheduler.plugins.scores.fgd_common import MAX_SPEC_CPU, MAX_SPEC_GPU
 from scheduler.plugins.scores.gpu_choice import exclusive_gpus
 from scheduler.policy.frag_delta import FragDelta
@@ -54,7 +56,7 @@ GIB = 2**30
 MEMORY_SCALE = 1024 * GIB  # the largest openb node has 1 TiB
 CORES_PER_GPU_SCALE = 16.0  # CPU per GPU features are in units of 16 cores
 RESERVES_CORES_PER_GPU = (3, 5, 7, 9, 11)
-TOPOLOGY_LABELS = ("topology.kubernetes.io/zone", "topology.kubernetes.io/rack", "rack")
+TOPOLOGY_LABELS = (ZONE_LABEL, RACK_LABEL)
 
 NODE_FEATURES = (
     "cpu_capacity",  # allocatable CPU / 128 cores

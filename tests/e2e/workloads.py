@@ -7,9 +7,10 @@ import random
 from typing import Any
 
 from devcluster import nodes as devnodes
+from scheduler.objects.topology import ZONE_LABEL
 
 TAINT = devnodes.Taint("dedicated", "batch", "NoSchedule")
-ZONE = "topology.kubernetes.io/zone"
+ZONE = ZONE_LABEL
 
 
 def node_affinity(key: str, values: list[str]) -> dict[str, Any]:

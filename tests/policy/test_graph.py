@@ -5,6 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from devcluster import nodes as devnodes
+from scheduler.objects.node_manifest import node_from_manifest
+from scheduler.objects.topology import ZONE_LABEL
 from scheduler.plugins.profiles import default_filters
 from scheduler.policy.graph import (
     NODE_FEATURES,
@@ -140,7 +143,7 @@ def test_edges_link_nodes_of_the_same_shape_both_ways() -> None:
     assert list(edges[1]) == sorted(edges[1])  # sorted by target, as the inference cache expects
 
 
-ZONE = "topology.kubernetes.io/zone"
+ZONE = ZONE_LABEL
 SHAPE = {"cpu": "8", "memory": "32Gi", "gpus": 2, "model": "T4"}
 
 
@@ -194,3 +197,16 @@ def test_edges_are_rebuilt_only_when_what_they_link_changes(change: object, rebu
     assert np.array_equal(builder.edge_index, structure_edges(state, builder.degree))
     fresh = GraphBuilder(TYPICAL).node_features(state)
     assert np.array_equal(features, fresh)
+
+
+def test_nodes_of_one_dev_cluster_rack_are_linked() -> None:
+    """The dev cluster's node objects, as the operator reads them: two nodes of different
+    shapes in different zones share only a rack, so only the rack label links them."""
+    specs = [
+        devnodes.NodeSpec("cpu", devnodes.NODE_TYPES["cpu-small"], "zone-a", "rack-7"),
+        devnodes.NodeSpec("gpu", devnodes.NODE_TYPES["gpu-t4"], "zone-b", "rack-7"),
+        devnodes.NodeSpec("far", devnodes.NODE_TYPES["gpu-v100"], "zone-c", "rack-8"),
+    ]
+    state = make_state([node_from_manifest(devnodes.node_manifest(s)) for s in specs])
+    pairs = {(int(a), int(b)) for a, b in structure_edges(state, degree=2).T}
+    assert pairs == {(0, 1), (1, 0)}
