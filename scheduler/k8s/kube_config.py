@@ -52,9 +52,6 @@ _DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)")
 _UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 
 
-ALL_NODES = "rl-scheduler scores every feasible node"
-
-
 class KubeConfigError(SchedulerInputError):
     """A KubeSchedulerConfiguration field that is malformed or not implemented."""
 
@@ -135,7 +132,7 @@ def settings_values(document: Mapping[str, Any], where: str) -> dict[str, Any]:
         elif key == "percentageOfNodesToScore":
             if value != 100:
                 raise KubeConfigError(
-                    where, key, "not supported by rl-scheduler (it scores every feasible node)"
+                    where, key, "not supported by rl-scheduler (it scores every feasible node): only 100"
                 )
         elif key in NOT_SUPPORTED:
             raise KubeConfigError(where, key, "not supported by rl-scheduler")
