@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from scheduler import __version__
+from scheduler.cli_values import CommandLineParser
 from scheduler.errors import SchedulerInputError
 from scheduler.k8s import cli as run_cli
 from scheduler.learn import cli as learn_cli
@@ -33,7 +34,7 @@ class Extra:
 
 LEARN = Extra(
     "learn",
-    ("torch", "torch_geometric", "tensorboard", "gymnasium"),
+    ("torch", "torch_geometric", "tensorboard", "gymnasium", "scipy"),
     "the training extras (torch, torch-geometric); this installation has only the scheduler's. "
     "Use the trainer image or pip install 'rl-scheduler[learn]'",
 )
@@ -49,12 +50,16 @@ EXTRAS = (LEARN, PLOTS, OPERATOR)
 def needed_extras(args: argparse.Namespace) -> list[Extra]:
     """The extras a parsed command line needs; plots only where a plot is drawn."""
     plots = [] if getattr(args, "synthetic", False) else [PLOTS]
+    # The learned policy runs in numpy from safetensors (the operator extra).
+    learned = (
+        [OPERATOR] if args.command == "simulate" and sim_cli.LEARNED in sim_cli.chosen_policies(args) else []
+    )
     return {
         "run": [OPERATOR],
         "trainer": [LEARN, OPERATOR],
         "train": [LEARN],
         "evaluate": [LEARN, *plots],
-        "simulate": plots,
+        "simulate": [*plots, *learned],
     }.get(args.command, [])
 
 
@@ -80,9 +85,7 @@ def extra_of(module: str | None) -> Extra | None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="rl-scheduler", description="A learned second scheduler for Kubernetes."
-    )
+    parser = CommandLineParser(prog="rl-scheduler", description="A learned second scheduler for Kubernetes.")
     parser.add_argument("--version", action="version", version=f"rl-scheduler {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run_cli.register(commands)
@@ -93,7 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as done:  # --help, --version, or one line on a bad option (status 2)
+        return done.code if isinstance(done.code, int) else 2
     lacking = missing_extra(args)
     if lacking is not None:
         print(f"rl-scheduler {args.command}: needs {lacking.needs}", file=sys.stderr)

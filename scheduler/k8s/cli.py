@@ -8,6 +8,9 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from scheduler.cli_values import COUNT, POSITIVE, existing_dir, existing_file, number
+from scheduler.errors import SchedulerInputError
+
 
 def register(commands: Any) -> None:
     parser: argparse.ArgumentParser = commands.add_parser(
@@ -16,17 +19,21 @@ def register(commands: Any) -> None:
         description=__doc__
         + " Settings come from --config (YAML), then RL_SCHEDULER_* variables, then flags.",
     )
-    parser.add_argument("--config", type=Path, help="settings file (YAML)")
-    parser.add_argument("--kubeconfig", type=Path, help="kubeconfig; in-cluster credentials when unset")
+    parser.add_argument("--config", type=existing_file, help="settings file (YAML)")
+    parser.add_argument(
+        "--kubeconfig", type=existing_file, help="kubeconfig; in-cluster credentials when unset"
+    )
     parser.add_argument("--scheduler-name", help="the schedulerName pods use to opt in [rl-scheduler]")
     parser.add_argument("--profile", help="score profile: gnn, fgd, best-fit, default, ... [gnn]")
-    parser.add_argument("--checkpoint", type=Path, help="fixed learned policy checkpoint folder [shipped]")
+    parser.add_argument(
+        "--checkpoint", type=existing_dir, help="fixed learned policy checkpoint folder [shipped]"
+    )
     parser.add_argument(
         "--policy-store", type=Path, help="folder of policy versions the trainer publishes (its current one)"
     )
     parser.add_argument("--metrics-address", help="host:port for /metrics, /healthz, /readyz [0.0.0.0:10260]")
-    parser.add_argument("--qps", type=float, help="API requests per second [50]")
-    parser.add_argument("--burst", type=int, help="API request burst [100]")
+    parser.add_argument("--qps", type=number(float, POSITIVE), help="API requests per second [50]")
+    parser.add_argument("--burst", type=number(int, COUNT), help="API request burst [100]")
     parser.add_argument("--no-leader-elect", action="store_true", help="schedule without taking the Lease")
     parser.set_defaults(handler=run)
 
@@ -67,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
     except ConfigException as error:
         # No in-cluster configuration and no readable kubeconfig: a bad command line.
         path = settings.client.kubeconfig
+        if args.kubeconfig is not None:
+            raise SchedulerInputError("run", "--kubeconfig", f"{args.kubeconfig}: {error}") from None
         problem = (
             "no such file"
             if path is not None and not path.exists()

@@ -1,5 +1,8 @@
 """Command-line options from the training scripts' argument dataclasses: one option
-per field (``--learning-rate``), its docstring as help, its default shown."""
+per field (``--learning-rate``), its docstring as help, its default shown. A field typed
+``Annotated[int, Range(...)]`` (``cli_values.Count``, ``Seed``, ``Fraction``, ...) is
+checked against its range when parsed, a ``Literal`` field against its values, so a bad
+value is one line naming the option."""
 
 from __future__ import annotations
 
@@ -10,7 +13,9 @@ import inspect
 import itertools
 import textwrap
 from pathlib import Path
-from typing import Any, TypeVar, cast, get_type_hints
+from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin, get_type_hints
+
+from scheduler.cli_values import Check, Range, number
 
 T = TypeVar("T")
 
@@ -32,18 +37,39 @@ def field_docs(cls: type[Any]) -> dict[str, str]:
     return docs
 
 
-def _tuple_of(kind: type[Any]) -> Any:
+def _tuple_of(kind: Any) -> Any:
     def parse(text: str) -> tuple[Any, ...]:
-        return tuple(kind(part.strip()) for part in text.split(",") if part.strip())
+        try:
+            values = tuple(kind(part.strip()) for part in text.split(",") if part.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {kind.__name__} values, A,B,...") from None
+        if not values:
+            raise argparse.ArgumentTypeError("no value given")
+        return values
 
+    parse.__name__ = kind.__name__
     return parse
+
+
+def _value_type(hint: Any) -> tuple[Any, dict[str, Any]]:
+    """The argparse ``type`` (and ``choices``) for a field's type hint."""
+    if get_origin(hint) is Annotated:
+        base, *extras = get_args(hint)
+        check = next((e for e in extras if isinstance(e, Check)), None)
+        if check is not None:
+            return (_tuple_of(check.parse) if get_origin(base) is tuple else check.parse), {}
+        bounds = next((e for e in extras if isinstance(e, Range)), Range())
+        return number(base, bounds), {}
+    if get_origin(hint) is Literal:
+        return str, {"choices": get_args(hint)}
+    return (Path if hint in (Path, Path | None) else hint), {}
 
 
 def add_dataclass_arguments(
     parser: argparse.ArgumentParser, cls: type[Any], skip: tuple[str, ...] = ()
 ) -> None:
     docs = field_docs(cls)
-    hints = get_type_hints(cls)
+    hints = get_type_hints(cls, include_extras=True)
     for item in dataclasses.fields(cls):
         if item.name in skip:
             continue
@@ -54,15 +80,16 @@ def add_dataclass_arguments(
         if hint is bool:
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=help_text)
             continue
-        if getattr(hint, "__origin__", None) is tuple:
-            inner = hint.__args__[0]
-            shown = ",".join(str(v) for v in cast(tuple[Any, ...], default))
+        kind, choices = _value_type(hint)
+        if isinstance(default, tuple):
+            shown = ",".join(str(v) for v in default)
+            if get_origin(hint) is tuple:
+                kind = _tuple_of(get_args(hint)[0])
             parser.add_argument(
-                flag, type=_tuple_of(inner), default=default, metavar="A,B", help=f"{help_text} [{shown}]"
+                flag, type=kind, default=default, metavar="A,B", help=f"{help_text} [{shown}]"
             )
             continue
-        kind = Path if hint in (Path, Path | None) else hint
-        parser.add_argument(flag, type=kind, default=default, help=f"{help_text} [{default}]")
+        parser.add_argument(flag, type=kind, default=default, help=f"{help_text} [{default}]", **choices)
 
 
 def from_namespace(cls: type[T], namespace: argparse.Namespace, **overrides: Any) -> T:

@@ -3,8 +3,10 @@
 ``train`` runs one stage (``train imitation|es|ppo``) or the pipeline (imitation of
 the ``fgd-reserve`` teacher, then evolution strategies on the saturated allocation).
 The shipped checkpoint is ``train imitation`` with its defaults. ``evaluate`` replays
-a checkpoint against the baselines and prints the same table, ``summary.json`` and
-plot as ``simulate``.
+a checkpoint beside its teacher (``fgd-reserve``), beside itself with the network
+switched off (``gnn-network-off``) and beside the baselines; it prints the same table,
+``summary.json`` and plot as ``simulate``, then the learned policy's paired per-seed
+differences against the teacher, the ablation and FGD with a 95% t-interval.
 """
 
 from __future__ import annotations
@@ -18,12 +20,15 @@ from typing import Any
 
 from tqdm import tqdm
 
-from scheduler.errors import SchedulerInputError
+from scheduler.cli_values import COUNT, existing_dir, named_by, number, parse_seeds
+from scheduler.learn.ablation import NETWORK_OFF
 from scheduler.learn.args import add_dataclass_arguments, from_namespace
 from scheduler.learn.options import EsArgs, ImitationArgs, PipelineArgs, PpoArgs
-from scheduler.sim import report
+from scheduler.plugins.profiles import profile_names
+from scheduler.policy.config import PER_NODE_KINDS
+from scheduler.sim import paired, report
 from scheduler.sim.catalog import pod_list_path
-from scheduler.sim.cli import FGD_BASELINES, _advance, parse_seeds
+from scheduler.sim.cli import FGD_BASELINES, _advance, print_issues
 
 LEARNED = "gnn"
 TEACHER = "fgd-reserve"
@@ -97,22 +102,29 @@ def register(commands: Any) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     evaluate.add_argument(
-        "--checkpoint", type=Path, default=None, help="checkpoint folder (default: the one shipped)"
+        "--checkpoint", type=existing_dir, default=None, help="checkpoint folder (default: the one shipped)"
     )
     evaluate.add_argument(
-        "--trace", action="append", help="openb trace name or CSV path; repeatable [default]"
+        "--trace",
+        action="append",
+        type=named_by(pod_list_path),
+        help="openb trace name or CSV path; repeatable [default]",
     )
     evaluate.add_argument(
         "--policy",
         action="append",
-        help=f"baselines beside gnn; repeatable [{', '.join(('default', *FGD_BASELINES))}]",
+        choices=profile_names(),
+        metavar="POLICY",
+        help=f"baselines beside {LEARNED}, {TEACHER} and {NETWORK_OFF} (always replayed); "
+        f"repeatable [{', '.join(('default', *FGD_BASELINES))}]",
     )
-    evaluate.add_argument("--teacher", action="store_true", help=f"also replay the {TEACHER} teacher")
     evaluate.add_argument("--seeds", type=parse_seeds, default=parse_seeds("42-51"), help="seeds")
     evaluate.add_argument(
         "--synthetic", action="store_true", help="the synthetic CPU/memory workload instead of traces"
     )
-    evaluate.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="parallel processes")
+    evaluate.add_argument(
+        "--workers", type=number(int, COUNT), default=os.cpu_count() or 1, help="parallel processes"
+    )
     evaluate.add_argument("--out", type=Path, default=Path("runs/evaluate"), help="folder for the outputs")
     evaluate.add_argument(
         "--record", action="store_true", help="write the results into the checkpoint's manifest.json"
@@ -147,33 +159,47 @@ def _train(args: argparse.Namespace) -> int:
 
 def _evaluate(args: argparse.Namespace) -> int:
     from scheduler.learn import evaluate as evaluation  # noqa: PLC0415
+    from scheduler.learn.ablation import write_network_off  # noqa: PLC0415
     from scheduler.policy.checkpoint import default_checkpoint_path, load_checkpoint  # noqa: PLC0415
 
-    if args.workers < 1:
-        raise SchedulerInputError("evaluate", "--workers", f"must be at least 1, got {args.workers}")
     checkpoint = args.checkpoint or default_checkpoint_path()
-    load_checkpoint(checkpoint)  # refuse a bad checkpoint before starting workers
+    loaded = load_checkpoint(checkpoint)  # refuse a bad checkpoint before starting workers
+    checkpoints = {LEARNED: checkpoint}
+    learned = [LEARNED, TEACHER]
+    if loaded.config.kind in PER_NODE_KINDS:
+        checkpoints[NETWORK_OFF] = write_network_off(checkpoint, args.out / "network-off-checkpoint")
+        learned.append(NETWORK_OFF)
+    else:
+        print(f"note: a {loaded.config.kind!r} checkpoint has no network to switch off; no {NETWORK_OFF}")
     baselines = args.policy or ["default", *FGD_BASELINES]
-    policies = [LEARNED, *(p for p in baselines if p != LEARNED)]
-    if args.teacher:
-        policies.append(TEACHER)
+    policies = [*learned, *(p for p in baselines if p not in learned)]
+    compared = [p for p in (TEACHER, NETWORK_OFF, "fgd") if p in policies]
     with tqdm(total=None, unit="pod", disable=args.quiet, desc="evaluate") as bar:
         if args.synthetic:
             policies = [p for p in policies if p not in FGD_BASELINES]  # they need GPUs
             _, summary = evaluation.evaluate_synthetic(
-                policies, args.seeds, checkpoint, args.workers, on_pods=_advance(bar)
+                policies, args.seeds, checkpoints, args.workers, on_pods=_advance(bar)
             )
-            print(report.synthetic_table(summary))
+            differences = paired.paired_synthetic(summary, LEARNED, compared)
+            tables = [
+                report.synthetic_table(summary),
+                report.format_table(*paired.synthetic_rows(differences)),
+            ]
+            summary["paired"] = [paired.as_json(d) for d in differences]
         else:
             traces = args.trace or ["default"]
-            for trace in traces:
-                pod_list_path(trace)
             results, summary = evaluation.evaluate_traces(
-                traces, policies, args.seeds, checkpoint, args.workers, on_pods=_advance(bar)
+                traces, policies, args.seeds, checkpoints, args.workers, on_pods=_advance(bar)
             )
-            print(report.table(summary))
+            print_issues(results)
+            by_trace = paired.paired_traces(summary, LEARNED, compared)
+            tables = [report.table(summary), report.format_table(*paired.paired_rows(by_trace))]
+            summary["paired"] = {t: [paired.as_json(d) for d in rows] for t, rows in by_trace.items()}
             report.plot(results, args.out / "curves.png")
             summary["headline"] = evaluation.headline(summary)
+    print(tables[0])
+    print(f"\npaired over seeds ({paired.CONFIDENCE:.0%} Student-t interval on the mean difference):")
+    print(tables[1])
     summary["checkpoint"] = str(checkpoint)
     report.write_summary(summary, args.out / "summary.json")
     print(

@@ -1,15 +1,21 @@
 """Evaluation of a checkpoint against the baselines: the same replays, table,
 ``summary.json`` and plot as ``rl-scheduler simulate``, with the learned policy
-(profile ``gnn``) built from the given checkpoint (``learned_profile``)."""
+(profile ``gnn``) built from the given checkpoint (``learned_profile``), and the same
+checkpoint with its network switched off (``gnn-network-off``, ``ablation``).
+
+Which checkpoint a learned profile reads is per policy name (``checkpoints``): ``gnn``
+the evaluated one, ``gnn-network-off`` its ablated copy; both run through
+``learned_profile``."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from scheduler.framework.profile import Profile
+from scheduler.learn.ablation import NETWORK_OFF
 from scheduler.plugins.profiles import register_profile
 from scheduler.plugins.registry import ProfileContext
 from scheduler.policy.config import PER_NODE_KINDS
@@ -50,14 +56,23 @@ def learned_profile(ctx: ProfileContext) -> Profile:
 
 def _register_training_profiles() -> None:
     register_profile(LEARNED, learned_profile)
+    register_profile(NETWORK_OFF, learned_profile)
+
+
+def _where(checkpoints: Mapping[str, Path], policy: str) -> str | None:
+    found = checkpoints.get(policy)
+    return None if found is None else str(found)
 
 
 def trace_specs(
-    traces: Sequence[str], policies: Sequence[str], seeds: Sequence[int], checkpoint: Path | None
+    traces: Sequence[str],
+    policies: Sequence[str],
+    seeds: Sequence[int],
+    checkpoints: Mapping[str, Path],
 ) -> list[ReplaySpec]:
-    where = str(checkpoint) if checkpoint is not None else None
+    """Every trace x policy x seed; a learned policy reads ``checkpoints[policy]``."""
     return [
-        ReplaySpec(trace, policy, seed, checkpoint=where if policy == LEARNED else None)
+        ReplaySpec(trace, policy, seed, checkpoint=_where(checkpoints, policy))
         for trace in traces
         for policy in policies
         for seed in seeds
@@ -68,11 +83,11 @@ def evaluate_traces(
     traces: Sequence[str],
     policies: Sequence[str],
     seeds: Sequence[int],
-    checkpoint: Path | None,
+    checkpoints: Mapping[str, Path],
     workers: int,
     on_pods: Callable[[int], None] | None = None,
 ) -> tuple[list[RunResult], dict[str, Any]]:
-    specs = trace_specs(traces, policies, seeds, checkpoint)
+    specs = trace_specs(traces, policies, seeds, checkpoints)
     results = run_sweep(specs, run_policy_trace, workers, on_pods=on_pods)
     return results, report.summarise(results)
 
@@ -80,14 +95,13 @@ def evaluate_traces(
 def evaluate_synthetic(
     policies: Sequence[str],
     seeds: Sequence[int],
-    checkpoint: Path | None,
+    checkpoints: Mapping[str, Path],
     workers: int,
     nodes: int = 40,
     pods: int = 4000,
     load: float = 1.1,
     on_pods: Callable[[int], None] | None = None,
 ) -> tuple[list[SyntheticResult], dict[str, Any]]:
-    where = str(checkpoint) if checkpoint is not None else None
     specs = [
         SyntheticSpec(
             policy,
@@ -95,7 +109,7 @@ def evaluate_synthetic(
             nodes=nodes,
             pods=pods,
             target_load=load,
-            checkpoint=where if policy == LEARNED else None,
+            checkpoint=_where(checkpoints, policy),
         )
         for policy in policies
         for seed in seeds

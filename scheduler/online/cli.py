@@ -11,8 +11,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from scheduler.cli_values import COUNT, NON_NEGATIVE, PORT, POSITIVE, existing_dir, existing_file, number
 from scheduler.errors import SchedulerInputError
 from scheduler.objects.node import Node
+from scheduler.plugins.profiles import profile_names
 
 DEFAULT_SHARED = Path("/var/lib/rl-scheduler")
 SHARED_HELP = "volume shared with the scheduler"
@@ -25,19 +27,44 @@ def register(commands: Any) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     trainer.add_argument("--shared-dir", type=Path, default=DEFAULT_SHARED, help=SHARED_HELP)
-    trainer.add_argument("--kubeconfig", type=Path, help="kubeconfig; in-cluster credentials when unset")
-    trainer.add_argument("--interval", type=float, default=300.0, help="seconds between rounds")
-    trainer.add_argument("--min-new-arrivals", type=int, default=200, help="pod arrivals needed for a round")
-    trainer.add_argument("--window", type=int, default=3000, help="recent arrivals the twin draws from")
-    trainer.add_argument("--margin", type=float, default=0.2, help="points a candidate must win by")
-    trainer.add_argument("--generations", type=int, default=6, help="ES generations per round")
-    trainer.add_argument("--pairs", type=int, default=3, help="ES antithetic pairs per generation")
-    trainer.add_argument("--fallback-profile", default="fgd", help="heuristic the candidate must also beat")
+    trainer.add_argument(
+        "--kubeconfig", type=existing_file, help="kubeconfig; in-cluster credentials when unset"
+    )
+    trainer.add_argument(
+        "--interval", type=number(float, POSITIVE), default=300.0, help="seconds between rounds"
+    )
+    trainer.add_argument(
+        "--min-new-arrivals", type=number(int, COUNT), default=200, help="pod arrivals needed for a round"
+    )
+    trainer.add_argument(
+        "--window", type=number(int, COUNT), default=3000, help="recent arrivals the twin draws from"
+    )
+    trainer.add_argument(
+        "--margin", type=number(float, NON_NEGATIVE), default=0.2, help="points a candidate must win by"
+    )
+    trainer.add_argument("--generations", type=number(int, COUNT), default=6, help="ES generations per round")
+    trainer.add_argument(
+        "--pairs", type=number(int, COUNT), default=3, help="ES antithetic pairs per generation"
+    )
+    trainer.add_argument(
+        "--fallback-profile",
+        default="fgd",
+        choices=profile_names(),
+        metavar="PROFILE",
+        help="heuristic the candidate must also beat",
+    )
     trainer.add_argument(
         "--scheduler-metrics", default="http://127.0.0.1:10260/metrics", help="the scheduler's, for rollbacks"
     )
-    trainer.add_argument("--rollback-after", type=float, default=300.0, help="seconds to watch a promotion")
-    trainer.add_argument("--metrics-port", type=int, default=10261, help="port of the trainer's /metrics")
+    trainer.add_argument(
+        "--rollback-after",
+        type=number(float, NON_NEGATIVE),
+        default=300.0,
+        help="seconds to watch a promotion",
+    )
+    trainer.add_argument(
+        "--metrics-port", type=number(int, PORT), default=10261, help="port of the trainer's /metrics"
+    )
     trainer.add_argument("--once", action="store_true", help="run one round and exit")
     trainer.set_defaults(handler=run_trainer)
 
@@ -49,18 +76,28 @@ def register(commands: Any) -> None:
     back = actions.add_parser("rollback", help="point current at the previous version")
     back.set_defaults(handler=rollback)
     submit = actions.add_parser("submit", help="hand a checkpoint to the trainer's promotion gate")
-    submit.add_argument("checkpoint", type=Path)
+    submit.add_argument("checkpoint", type=existing_dir, help="checkpoint folder")
     submit.set_defaults(handler=submit_candidate)
 
 
 def _nodes_from_api(kubeconfig: Path | None) -> Any:
     from kubernetes import client  # noqa: PLC0415 - the trainer alone needs the API client
+    from kubernetes.config import ConfigException  # noqa: PLC0415
 
     from scheduler.k8s.api import load_client_config  # noqa: PLC0415
     from scheduler.k8s.settings import ClientSettings  # noqa: PLC0415
     from scheduler.objects.node_manifest import node_from_manifest  # noqa: PLC0415
 
-    core = client.CoreV1Api(client.ApiClient(load_client_config(ClientSettings(kubeconfig=kubeconfig))))
+    try:
+        configuration = load_client_config(ClientSettings(kubeconfig=kubeconfig))
+    except ConfigException as error:
+        problem = (
+            f"{error} (outside a cluster, pass --kubeconfig or set KUBECONFIG)"
+            if kubeconfig is None
+            else f"{kubeconfig}: {error}"
+        )
+        raise SchedulerInputError("trainer", "--kubeconfig", problem) from None
+    core = client.CoreV1Api(client.ApiClient(configuration))
 
     def list_nodes() -> list[Node]:
         response: Any = core.list_node(_preload_content=False)
@@ -121,13 +158,20 @@ def rollback(args: argparse.Namespace) -> int:
 
 
 def submit_candidate(args: argparse.Namespace) -> int:
-    from scheduler.policy.weights import load_weights  # noqa: PLC0415
+    """Check the checkpoint as the scheduler would load it (manifest, feature schema,
+    the weights' SHA-256 against the manifest's, every tensor's shape), copy it into
+    the trainer's inbox and check the copy's SHA-256 again before it becomes visible."""
+    from scheduler.policy.weights import CheckpointError, load_weights, sha256  # noqa: PLC0415
 
-    folder = load_weights(args.checkpoint).path  # refuse what the trainer and the scheduler would refuse
+    loaded = load_weights(args.checkpoint)  # refuse what the trainer and the scheduler would refuse
+    folder, weights_file = loaded.path, str(loaded.manifest["weights"].get("file", "model.safetensors"))
     inbox = args.shared_dir / "candidates"
     inbox.mkdir(parents=True, exist_ok=True)
     staging = inbox / f".{folder.name}-{time.time_ns()}"
     shutil.copytree(folder, staging)
+    if sha256(staging / weights_file) != loaded.manifest["weights"]["sha256"]:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise CheckpointError(str(folder / weights_file), "sha256", "the file changed while it was copied")
     final = inbox / staging.name.lstrip(".")
     staging.rename(final)
     print(f"submitted {final.name}; the trainer's next round puts it through the gate")

@@ -3,7 +3,8 @@ pod lists as CSV, turned into the scheduler's ``Node`` and ``Pod``.
 
 A bad row never stops a replay: it is reported (file, line, column, problem) and
 skipped; a pod that names an unknown GPU model or is larger than any node is reported
-and kept, so the replay counts it as a pod that failed to schedule.
+and kept, so the replay counts it as a pod that failed to schedule. A GPU node whose
+model is not one of the trace's is reported and kept.
 
 Trace nodes and pods become HAMi nodes and pod specs (``scheduler.sim.openb_hami``):
 ``num_gpu`` GPUs as ``nvidia.com/gpu``, a share (``gpu_milli < 1000``) as HAMi's
@@ -27,6 +28,8 @@ from scheduler.objects.pod import Pod
 from scheduler.objects.pod_manifest import pod_from_manifest
 from scheduler.resources.gpu import MAX_GPUS_PER_NODE, MILLI_PER_CORE_PERCENT, MILLI_PER_GPU, type_matches
 from scheduler.sim.openb_hami import (
+    DEFAULT_GPU_MEMORY_MIB,
+    OPENB_GPU_MEMORY_MIB,
     TRACE_NAMESPACE,
     trace_model,
     trace_node_manifest,
@@ -73,6 +76,18 @@ def _int(where: str, row: dict[str, str], column: str, *, minimum: int = 0) -> i
     return value
 
 
+def unknown_model(where: str, node: str, model: str) -> str:
+    """The warning for a GPU node whose model the openb trace does not name: it is kept
+    (its GPUs get the default memory and serve pods that ask for no model or for it)."""
+    known = ", ".join(sorted(OPENB_GPU_MEMORY_MIB))
+    problem = f"unknown GPU model {model!r}" if model else "no GPU model given"
+    served = f"no model or {model}" if model else "no model"
+    return (
+        f"{where}: node {node}: model: {problem} (known: {known}); kept, its GPUs count as "
+        f"{DEFAULT_GPU_MEMORY_MIB // 1024} GiB each and serve only pods that name {served}"
+    )
+
+
 def load_nodes(path: Path, issues: TraceIssues | None = None) -> list[Node]:
     """Nodes of an openb node list (``sn,cpu_milli,memory_mib,gpu,model``)."""
     issues = issues if issues is not None else TraceIssues()
@@ -87,12 +102,11 @@ def load_nodes(path: Path, issues: TraceIssues | None = None) -> list[Node]:
             name = (row.get("sn") or "").strip()
             if not name:
                 raise TraceError(where, "sn", "empty node name")
+            model = (row.get("model") or "").strip()
+            if gpus and model not in OPENB_GPU_MEMORY_MIB:
+                issues.add(unknown_model(where, name, model))
             manifest = trace_node_manifest(
-                name,
-                _int(where, row, "cpu_milli"),
-                _int(where, row, "memory_mib"),
-                gpus,
-                (row.get("model") or "").strip(),
+                name, _int(where, row, "cpu_milli"), _int(where, row, "memory_mib"), gpus, model
             )
             nodes.append(node_from_manifest(manifest))
         except SchedulerInputError as error:

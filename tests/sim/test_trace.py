@@ -110,6 +110,35 @@ def test_bad_node_rows(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("row", "warning"),
+    [
+        pytest.param("n1,64000,262144,2,T4", None, id="known model"),
+        pytest.param("n1,64000,262144,0,", None, id="CPU node without a model"),
+        pytest.param(
+            "n1,64000,262144,2,H100",
+            "nodes.csv:2: node n1: model: unknown GPU model 'H100' (known: A10, G2, G3, P100, T4, "
+            "V100M16, V100M32); kept, its GPUs count as 16 GiB each and serve only pods that name "
+            "no model or H100",
+            id="unknown model",
+        ),
+        pytest.param(
+            "n1,64000,262144,4,",
+            "nodes.csv:2: node n1: model: no GPU model given (known: A10, G2, G3, P100, T4, V100M16, "
+            "V100M32); kept, its GPUs count as 16 GiB each and serve only pods that name no model",
+            id="GPUs without a model",
+        ),
+    ],
+)
+def test_a_gpu_node_of_an_unknown_model_is_warned_about_and_kept(
+    tmp_path: Path, row: str, warning: str | None
+) -> None:
+    issues = TraceIssues()
+    nodes = load_nodes(write(tmp_path, "nodes.csv", f"sn,cpu_milli,memory_mib,gpu,model\n{row}\n"), issues)
+    assert [n.name for n in nodes] == ["n1"]
+    assert issues.messages == ([] if warning is None else [warning])
+
+
 def test_missing_columns_and_files_are_clear(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="header: missing column"):
         load_pods(write(tmp_path, "pods.csv", "name,cpu\np,1\n"))
