@@ -1,6 +1,7 @@
 # The two commands of the README:
-#   make simulate   replays the openb default trace under kube-scheduler's default
-#                   profile and the FGD paper's six policies (10 seeds) and compares them
+#   make simulate   replays the openb default trace under rl-scheduler's own policy (gnn,
+#                   the shipped checkpoint), kube-scheduler's default profile and the FGD
+#                   paper's six policies (10 seeds) and compares them
 #   make test       everything CI checks: lint, types, unit and simulator tests, the tests
 #                   against a local control plane (built from Go modules on first use), and
 #                   the chart's image on a real kubelet node (Debian packages, as root)

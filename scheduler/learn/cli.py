@@ -194,12 +194,17 @@ def _evaluate(args: argparse.Namespace) -> int:
             print_issues(results)
             by_trace = paired.paired_traces(summary, LEARNED, compared)
             tables = [report.table(summary), report.format_table(*paired.paired_rows(by_trace))]
+            if len(by_trace) > 1:
+                tables.append(report.format_table(*paired.across_traces(by_trace)))
             summary["paired"] = {t: [paired.as_json(d) for d in rows] for t, rows in by_trace.items()}
             report.plot(results, args.out / "curves.png")
             summary["headline"] = evaluation.headline(summary)
     print(tables[0])
     print(f"\npaired over seeds ({paired.CONFIDENCE:.0%} Student-t interval on the mean difference):")
     print(tables[1])
+    if len(tables) > 2:
+        print("\nacross traces:")
+        print(tables[2])
     summary["checkpoint"] = str(checkpoint)
     report.write_summary(summary, args.out / "summary.json")
     print(

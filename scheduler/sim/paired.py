@@ -169,6 +169,28 @@ def paired_rows(by_trace: Mapping[str, Sequence[PairedDifference]]) -> tuple[lis
     return ["trace", *HEADER], rows
 
 
+def across_traces(by_trace: Mapping[str, Sequence[PairedDifference]]) -> tuple[list[str], list[list[str]]]:
+    """Per comparison and metric over several traces: the median of the traces' mean
+    differences, and how many traces' means are ahead, tied and behind (no interval:
+    the traces are not a sample of anything)."""
+    grouped: dict[tuple[str, str, str], list[float]] = {}
+    for differences in by_trace.values():
+        for d in differences:
+            grouped.setdefault((d.policy, d.baseline, d.metric), []).append(d.mean)
+    names = dict((*TRACE_METRICS, SYNTHETIC_METRIC))
+    rows = [
+        [
+            f"{policy} - {baseline}",
+            names.get(metric, metric),
+            _signed(statistics.median(means), 2),
+            f"{sum(m > 0 for m in means)}/{sum(m == 0 for m in means)}/{sum(m < 0 for m in means)}",
+            str(len(means)),
+        ]
+        for (policy, baseline, metric), means in grouped.items()
+    ]
+    return ["comparison", "metric", "median of trace means", "traces ahead/tied/behind", "traces"], rows
+
+
 def synthetic_rows(differences: Sequence[PairedDifference]) -> tuple[list[str], list[list[str]]]:
     return HEADER, [_row(d, 1) for d in differences]
 

@@ -4,7 +4,13 @@ import math
 
 import pytest
 
-from scheduler.sim.paired import paired_difference, paired_rows, paired_synthetic, paired_traces
+from scheduler.sim.paired import (
+    across_traces,
+    paired_difference,
+    paired_rows,
+    paired_synthetic,
+    paired_traces,
+)
 
 # t(0.975, 2) = 4.302653, t(0.975, 9) = 2.262157 (tables; scipy.stats.t.ppf gives them).
 
@@ -93,3 +99,19 @@ def test_paired_synthetic_reads_the_per_seed_counts() -> None:
         (32.0, 0.0, 10.0),
         (2, 1, 0),
     )
+
+
+def test_across_traces_is_the_median_of_the_trace_means() -> None:
+    summary = {
+        "traces": {
+            "a": {"gnn": _entry({1: 1.0, 2: 1.0}), "fgd": _entry({1: 0.0, 2: 0.0})},  # mean +1
+            "b": {"gnn": _entry({1: 0.0, 2: 0.0}), "fgd": _entry({1: 0.0, 2: 0.0})},  # mean 0
+            "c": {"gnn": _entry({1: 0.0, 2: 0.0}), "fgd": _entry({1: 0.5, 2: 0.5})},  # mean -0.5
+        }
+    }
+    header, rows = across_traces(paired_traces(summary, "gnn", ["fgd"]))
+    assert header[2:] == ["median of trace means", "traces ahead/tied/behind", "traces"]
+    assert rows == [
+        ["gnn - fgd", "alloc@100%", "+0.00", "1/1/1", "3"],
+        ["gnn - fgd", "alloc@130%", "+0.00", "1/1/1", "3"],
+    ]
