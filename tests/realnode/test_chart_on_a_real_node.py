@@ -28,6 +28,7 @@ from tests.realnode.support import (
 
 pytestmark = pytest.mark.realnode
 SHARED = "/var/lib/rl-scheduler"
+SCHEDULER_NAME = "rl-scheduler"  # the chart's default schedulerName
 
 
 def the_scheduler(core: client.CoreV1Api, namespace: str) -> Any:
@@ -44,7 +45,7 @@ def test_the_scheduler_runs_the_shipped_learned_policy_from_its_first_decision(
     info = {"profile": "gnn", "source": "policy", "version": "shipped"}
     assert metric_value(pod_metrics(pod), "rl_scheduler_policy_info", info) == 1.0
     log = real_cluster.kubectl("logs", "-n", release, pod.metadata.name, "-c", "scheduler")
-    assert "scheduling with gnn policy shipped" in log, log
+    assert f"scheduling {SCHEDULER_NAME} with gnn policy shipped" in log, log
     assert "fgd schedules instead" not in log, log
     # The store on the shared volume is empty (nothing published yet) and says so.
     assert f"policy store {SHARED}/policies has no version yet" in log, log
