@@ -125,14 +125,22 @@ def lease_holder(cluster: RealCluster, namespace: str, name: str) -> str:
 
 
 def _iptables(command: str) -> list[str]:
-    """Rules and chains of every table, without packet counters."""
+    """Rules and chains of every table, without packet counters. A table that holds
+    only its built-in chains, accepting, with no rule is left out: it filters nothing,
+    as before the kernel loaded it (on a fresh machine no table is loaded until
+    kube-proxy's first call, and none is unloaded afterwards)."""
     text = subprocess.run([f"{command}-save"], capture_output=True, text=True, check=False).stdout
-    lines = []
+    lines: list[str] = []
+    table: list[str] = []
     for line in text.splitlines():
         if line.startswith("#"):
             continue
-        lines.append(re.sub(r"\s*\[\d+:\d+\]$", "", line))
-    return lines
+        table.append(re.sub(r"\s*\[\d+:\d+\]$", "", line))
+        if line == "COMMIT":
+            if not all(re.fullmatch(r"\*\w+|:[A-Z]+ ACCEPT|COMMIT", kept) for kept in table):
+                lines.extend(table)
+            table = []
+    return lines + table
 
 
 def host_fingerprint() -> dict[str, Any]:
