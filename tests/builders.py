@@ -52,7 +52,15 @@ def pod_manifest(
     host_ports: Iterable[int | tuple[int, str, str]] = (),
     topology_spread: Iterable[Mapping[str, Any]] = (),
     priority: int | None = None,
+    preemption_policy: str | None = None,
+    nominated_node_name: str | None = None,
+    start_time: str | None = None,
+    deletion_timestamp: str | None = None,
+    preempted_by_scheduler: bool = False,
 ) -> dict[str, Any]:
+    """A pod manifest. ``start_time`` and ``deletion_timestamp`` are RFC 3339 times
+    (``2024-01-01T00:00:00Z``); ``preempted_by_scheduler`` writes the DisruptionTarget
+    condition a scheduler sets on the pods it preempts."""
     requests: dict[str, Any] = {}
     if cpu is not None:
         requests["cpu"] = cpu
@@ -93,18 +101,30 @@ def pod_manifest(
         spec["topologySpreadConstraints"] = list(topology_spread)
     if priority is not None:
         spec["priority"] = priority
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "uid": f"uid-{namespace}-{name}",
-            "labels": dict(labels or {}),
-            "annotations": all_annotations,
-        },
-        "spec": spec,
+    if preemption_policy is not None:
+        spec["preemptionPolicy"] = preemption_policy
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "uid": f"uid-{namespace}-{name}",
+        "labels": dict(labels or {}),
+        "annotations": all_annotations,
     }
+    if deletion_timestamp is not None:
+        metadata["deletionTimestamp"] = deletion_timestamp
+    manifest: dict[str, Any] = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+    status: dict[str, Any] = {}
+    if nominated_node_name is not None:
+        status["nominatedNodeName"] = nominated_node_name
+    if start_time is not None:
+        status["startTime"] = start_time
+    if preempted_by_scheduler:
+        status["conditions"] = [
+            {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}
+        ]
+    if status:
+        manifest["status"] = status
+    return manifest
 
 
 def make_pod(name: str = "p", **kwargs: Any) -> Pod:

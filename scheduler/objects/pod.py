@@ -26,6 +26,9 @@ EPHEMERAL_STORAGE = "ephemeral-storage"
 DEFAULT_MILLI_CPU_REQUEST = 100
 DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 
+PreemptionPolicy = Literal["PreemptLowerPriority", "Never"]
+PREEMPTION_POLICIES: tuple[PreemptionPolicy, ...] = ("PreemptLowerPriority", "Never")
+
 
 @dataclass(frozen=True, slots=True)
 class HostPort:
@@ -79,6 +82,19 @@ class Pod:
     inline_disks: tuple[InlineDisk, ...] = ()
     # Reasons we refuse to schedule the pod at all (features we do not support).
     unsupported: tuple[str, ...] = ()
+    # What DefaultPreemption reads. ``spec.preemptionPolicy``: Never keeps the pod from
+    # evicting others (it still queues by priority).
+    preemption_policy: PreemptionPolicy = "PreemptLowerPriority"
+    # ``status.nominatedNodeName``: the node a preemption cleared room on for this pod.
+    nominated_node_name: str = ""
+    # ``status.startTime`` in seconds since the epoch; None until the kubelet starts it.
+    start_time: float | None = None
+    # ``metadata.deletionTimestamp`` is set: the pod is being deleted.
+    terminating: bool = False
+    # ``status.conditions`` holds DisruptionTarget=True with reason PreemptionByScheduler:
+    # a scheduler preempted it (kube counts only such terminating pods as a preemption
+    # still under way).
+    preempted_by_scheduler: bool = False
     # Where the pod came from, for trace replays and error messages.
     source: str = ""
 

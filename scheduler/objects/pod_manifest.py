@@ -6,14 +6,18 @@ Every error names the pod (``namespace/name``) and the field path, e.g.
 
 from __future__ import annotations
 
+import re
+from datetime import datetime
 from typing import Any
 
 from scheduler.objects.fields import FieldReader, Manifest
 from scheduler.objects.gpu_request import ContainerGpus, gpu_request
 from scheduler.objects.pod import (
     CPU,
+    PREEMPTION_POLICIES,
     HostPort,
     Pod,
+    PreemptionPolicy,
 )
 from scheduler.objects.selectors import (
     PodAffinity,
@@ -39,6 +43,8 @@ from scheduler.resources.quantity import ceil_int, ceil_milli, parse_quantity
 MAX_AMOUNT = 1 << 60
 _TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 _PROTOCOLS = ("TCP", "UDP", "SCTP")
+# Go's time.RFC3339 as metav1.Time reads it: seconds, optional fraction, Z or an offset.
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
 
 
 def resource_amounts(reader: FieldReader, raw: Any, path: str) -> dict[str, int]:
@@ -253,6 +259,54 @@ def _unsupported(reader: FieldReader, spec: Manifest) -> tuple[str, ...]:
     return tuple(reasons)
 
 
+def _timestamp(reader: FieldReader, raw: Any, path: str) -> float | None:
+    """An RFC 3339 time (``metav1.Time``) as seconds since the epoch; None when absent."""
+    text = reader.string(raw, path)
+    if not text:
+        return None
+    if not _RFC3339.fullmatch(text):
+        raise reader.fail(path, f"expected an RFC 3339 time such as 2024-05-01T12:00:00Z, got {text!r}")
+    try:
+        return datetime.fromisoformat(text.upper().replace("Z", "+00:00")).timestamp()
+    except ValueError as error:
+        raise reader.fail(path, f"{text!r} is not a valid time: {error}") from None
+
+
+def _preemption_policy(reader: FieldReader, spec: Manifest) -> PreemptionPolicy:
+    path = "spec.preemptionPolicy"
+    policy = reader.string(spec.get("preemptionPolicy"), path) or "PreemptLowerPriority"
+    if policy not in PREEMPTION_POLICIES:
+        raise reader.fail(path, f"must be {' or '.join(PREEMPTION_POLICIES)}, got {policy!r}")
+    return policy
+
+
+def _preempted_by_scheduler(reader: FieldReader, status: Manifest) -> bool:
+    """The first DisruptionTarget condition is True with reason PreemptionByScheduler
+    (``podTerminatingByPreemption`` reads only the first)."""
+    for i, raw in enumerate(reader.sequence(status.get("conditions"), "status.conditions")):
+        path = f"status.conditions[{i}]"
+        condition = reader.mapping(raw, path)
+        if reader.string(condition.get("type"), f"{path}.type") == "DisruptionTarget":
+            return (
+                reader.string(condition.get("status"), f"{path}.status") == "True"
+                and reader.string(condition.get("reason"), f"{path}.reason") == "PreemptionByScheduler"
+            )
+    return False
+
+
+def lifecycle(manifest: Manifest) -> dict[str, Any]:
+    """The fields of a placed pod that change after its bind and that preemption reads
+    (``start_time``, ``terminating``, ``preempted_by_scheduler``), as ``Pod`` fields."""
+    metadata = manifest.get("metadata") or {}
+    reader = FieldReader(f"pod {metadata.get('namespace') or 'default'}/{metadata.get('name')}")
+    status = reader.mapping(manifest.get("status"), "status")
+    return {
+        "start_time": _timestamp(reader, status.get("startTime"), "status.startTime"),
+        "terminating": metadata.get("deletionTimestamp") is not None,
+        "preempted_by_scheduler": _preempted_by_scheduler(reader, status),
+    }
+
+
 def pod_from_manifest(manifest: Manifest) -> Pod:
     """Parse a pod manifest; raises ``PodSpecError`` naming the pod and the field."""
     metadata = manifest.get("metadata") or {}
@@ -261,6 +315,7 @@ def pod_from_manifest(manifest: Manifest) -> Pod:
     reader = FieldReader(f"pod {namespace}/{name}")
     metadata = reader.mapping(metadata, "metadata")
     spec = reader.mapping(manifest.get("spec"), "spec")
+    status = reader.mapping(manifest.get("status"), "status")
     annotations = reader.string_map(metadata.get("annotations"), "metadata.annotations")
 
     init_parsed = [
@@ -319,4 +374,9 @@ def pod_from_manifest(manifest: Manifest) -> Pod:
         unsupported=(*gpu_reasons, *_unsupported(reader, spec)),
         volumes=volumes,
         inline_disks=inline_disks,
+        preemption_policy=_preemption_policy(reader, spec),
+        nominated_node_name=reader.string(status.get("nominatedNodeName"), "status.nominatedNodeName"),
+        start_time=_timestamp(reader, status.get("startTime"), "status.startTime"),
+        terminating=metadata.get("deletionTimestamp") is not None,
+        preempted_by_scheduler=_preempted_by_scheduler(reader, status),
     )

@@ -62,7 +62,13 @@ class NodeResourcesFit(FilterBase):
             allocatable = state.allocatable[nodes, column]
             short = amount > allocatable - state.requested[nodes, column]
             if short.any():
-                unresolvable = bool((amount > allocatable[short]).any())
-                code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
-                out.append(Rejection(insufficient(name), short, code))
+                # Per node, as kube's fitsRequest: unresolvable where even an empty node
+                # would be too small (preemption cannot help there), else unschedulable.
+                too_small = short & (amount > allocatable)
+                for nodes_of_code, code in (
+                    (short & ~too_small, Code.UNSCHEDULABLE),
+                    (too_small, Code.UNSCHEDULABLE_AND_UNRESOLVABLE),
+                ):
+                    if nodes_of_code.any():
+                        out.append(Rejection(insufficient(name), nodes_of_code, code))
         return out

@@ -1,0 +1,344 @@
+"""DefaultPreemption on one node: which lower-priority pods must go for a pod to fit.
+
+Follows kube-scheduler v1.36: ``SelectVictimsOnNode`` and ``filterPodsWithPDBViolation``
+(``plugins/defaultpreemption/default_preemption.go``), ``MoreImportantPod``
+(``pkg/scheduler/util``) and ``RunFilterPluginsWithNominatedPods`` (the framework
+runtime). kube dry-runs on copies of a node; here the state itself is changed and put
+back: every function leaves the ``ClusterState`` exactly as it found it (arrays, GPU
+shares and indices, the placement dicts and their order, node versions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import TracebackType
+
+import numpy as np
+import numpy.typing as npt
+
+from scheduler.framework.plugin import CycleContext, FilterPlugin
+from scheduler.framework.status import SUCCESS, Code, Status
+from scheduler.objects.pod import Pod
+from scheduler.objects.selectors import LabelSelector
+from scheduler.state.cluster_state import BoolArray, ClusterState, GpuUse, IntArray, Placement
+from scheduler.state.gpu_fit import gpus_fitting
+
+NO_VICTIMS = "No preemption victims found for incoming pod"
+NamespaceLabels = Mapping[str, Mapping[str, str]]
+
+
+@dataclass(frozen=True, slots=True)
+class PodDisruptionBudget:
+    """A ``policy/v1`` PodDisruptionBudget, as far as preemption reads it.
+
+    ``selector`` None or empty matches no pod (kube: "A PDB with a nil or empty selector
+    matches nothing"). ``disrupted_pods``: the names in ``status.disruptedPods``,
+    evictions the API server has granted that the budget's status already counts.
+    """
+
+    namespace: str
+    name: str
+    selector: LabelSelector | None
+    disruptions_allowed: int
+    disrupted_pods: frozenset[str] = frozenset()
+
+    def matches(self, pod: Pod) -> bool:
+        if pod.namespace != self.namespace or self.selector is None or self.selector.is_empty:
+            return False
+        return self.selector.matches(pod.labels)
+
+
+def split_by_pdb_violation(
+    pods: Sequence[Pod], pdbs: Sequence[PodDisruptionBudget]
+) -> tuple[list[Pod], list[Pod]]:
+    """``filterPodsWithPDBViolation``: (violating, non-violating), each in input order.
+
+    Walking the pods in order, each matching budget not already counting the pod (its
+    name in ``disrupted_pods``) loses one allowed disruption; a pod is violating when
+    that takes any of its budgets below zero. A pod without labels matches no budget.
+    """
+    allowed = [pdb.disruptions_allowed for pdb in pdbs]
+    violating: list[Pod] = []
+    non_violating: list[Pod] = []
+    for pod in pods:
+        violated = False
+        if pod.labels:
+            for i, pdb in enumerate(pdbs):
+                if not pdb.matches(pod) or pod.name in pdb.disrupted_pods:
+                    continue
+                allowed[i] -= 1
+                violated = violated or allowed[i] < 0
+        (violating if violated else non_violating).append(pod)
+    return violating, non_violating
+
+
+def pod_start_time(pod: Pod, now: float) -> float:
+    """``GetPodStartTime``: ``status.startTime``, or now for a pod not started yet."""
+    return now if pod.start_time is None else pod.start_time
+
+
+def by_importance(pods: Sequence[Pod], now: float) -> list[Pod]:
+    """Most important first (``MoreImportantPod``): higher priority, then the one that
+    started earlier. kube's ``sort.Slice`` leaves ties in no particular order; this sort
+    is stable, so ties keep the node's order."""
+    return sorted(pods, key=lambda p: (-p.priority, pod_start_time(p, now)))
+
+
+@dataclass(frozen=True, slots=True)
+class FilterPass:
+    """PreFilter then Filter of a profile over some nodes, with each node's verdict.
+
+    Per node the first plugin that rejects it decides, as kube's ``RunFilterPlugins``
+    stops at the first failure; its code is the strongest of that plugin's rejections
+    of the node (unresolvable over unschedulable). A PreFilter rejection is every node's.
+    """
+
+    nodes: IntArray  # state rows tried
+    passed: BoolArray  # aligned with nodes
+    codes: npt.NDArray[np.int8]  # aligned with nodes; SUCCESS where passed
+    rejections: tuple[tuple[str, IntArray], ...]  # reason, rows it rejects
+    pre_filter: Status = SUCCESS
+
+    def reasons(self, row: int) -> tuple[str, ...]:
+        if not self.pre_filter.ok:
+            return self.pre_filter.reasons
+        return tuple(reason for reason, rows in self.rejections if row in rows)
+
+    def status(self, position: int) -> Status:
+        """The verdict on ``nodes[position]`` as a status."""
+        if not self.pre_filter.ok:
+            return self.pre_filter
+        if self.passed[position]:
+            return SUCCESS
+        return Status(Code(int(self.codes[position])), self.reasons(int(self.nodes[position])))
+
+
+def run_filter_pass(ctx: CycleContext, filters: Sequence[FilterPlugin], nodes: IntArray) -> FilterPass:
+    """Run ``filters`` for ``ctx.pod`` on ``nodes`` (``run_filters``, keeping per-node codes)."""
+    codes = np.zeros(nodes.size, np.int8)
+    active: list[FilterPlugin] = []
+    for plugin in filters:
+        status = plugin.pre_filter(ctx)
+        if status.code == Code.SKIP:
+            continue
+        if not status.ok:
+            codes[:] = status.code
+            return FilterPass(nodes, np.zeros(nodes.size, np.bool_), codes, (), status)
+        active.append(plugin)
+    alive = np.arange(nodes.size, dtype=np.int64)  # positions in nodes still passing
+    rejections: list[tuple[str, IntArray]] = []
+    for plugin in active:
+        if alive.size == 0:
+            break
+        rejected = np.zeros(alive.size, np.bool_)
+        for rejection in plugin.filter(ctx, nodes[alive]):
+            if not rejection.nodes.any():
+                continue
+            hit = alive[rejection.nodes]
+            codes[hit] = np.maximum(codes[hit], int(rejection.code))
+            rejections.append((rejection.reason, nodes[hit]))
+            rejected |= rejection.nodes
+        alive = alive[~rejected]
+    passed = np.zeros(nodes.size, np.bool_)
+    passed[alive] = True
+    return FilterPass(nodes, passed, codes, tuple(rejections))
+
+
+def node_status(
+    state: ClusterState,
+    filters: Sequence[FilterPlugin],
+    pod: Pod,
+    row: int,
+    namespace_labels: NamespaceLabels | None = None,
+) -> Status:
+    """The filters' verdict on one node, from a fresh cycle (PreFilter sees the state as
+    it is now, as kube's PreFilter extensions AddPod/RemovePod keep it)."""
+    ctx = CycleContext(state, pod, namespace_labels or {})
+    return run_filter_pass(ctx, filters, np.array([row], np.int64)).status(0)
+
+
+def _same_pod(a: Pod, b: Pod) -> bool:
+    return a.uid == b.uid if a.uid and b.uid else a.key == b.key
+
+
+def nominated_peers(state: ClusterState, pod: Pod, node: str, nominated: Sequence[Pod]) -> list[Pod]:
+    """The pods kube counts on ``node`` when filtering ``pod`` (``addGENominatedPods``):
+    nominated to it, priority at least ``pod``'s, not ``pod`` itself, not placed yet."""
+    return [
+        p
+        for p in nominated
+        if p.nominated_node_name == node
+        and p.priority >= pod.priority
+        and not _same_pod(p, pod)
+        and not p.node_name
+        and p.key not in state.placements
+    ]
+
+
+def _assumed_gpu_use(state: ClusterState, pod: Pod, row: int) -> tuple[GpuUse, ...]:
+    """Where a nominated pod's GPU request is counted: its GPUs are chosen when it binds,
+    so it takes the first GPUs that fit it, then the first others (a share still weighs
+    on one GPU as it will; kube's NodeInfo has no GPUs and just adds requests)."""
+    count = int(state.gpu_count[row])
+    if not pod.gpu.count or not count:
+        return ()
+    fits = gpus_fitting(state, np.array([row], np.int64), pod.gpu)[0, :count]
+    order = [*np.flatnonzero(fits), *np.flatnonzero(~fits)][: pod.gpu.count]
+    return state.gpu_use(pod, row, tuple(int(g) for g in order))
+
+
+@contextmanager
+def add_nominated_pods(state: ClusterState, pod: Pod, node: str, nominated: Sequence[Pod]) -> Iterator[bool]:
+    """Place ``pod``'s nominated peers on ``node`` (``nominated_peers``) for the body of
+    the ``with``; yields whether there were any. Removing them afterwards leaves the
+    placement dicts in their order; the node's version is put back too."""
+    peers = nominated_peers(state, pod, node, nominated) if nominated else []
+    if not peers:
+        yield False
+        return
+    row = state.node_index[node]
+    version = int(state.node_version[row])
+    placed: list[str] = []
+    try:
+        for peer in peers:
+            state.place(peer, node, usage=_assumed_gpu_use(state, peer, row))
+            placed.append(peer.key)
+        yield True
+    finally:
+        for key in reversed(placed):
+            state.remove(key)
+        # The row is what it was at this version again; caches keyed on versions saw
+        # only newer ones meanwhile, which are never reused.
+        state.node_version[row] = version
+
+
+def run_filters_with_nominated_pods(
+    state: ClusterState,
+    filters: Sequence[FilterPlugin],
+    pod: Pod,
+    row: int,
+    nominated: Sequence[Pod] = (),
+    namespace_labels: NamespaceLabels | None = None,
+) -> Status:
+    """``RunFilterPluginsWithNominatedPods`` on one node: with the node's nominated
+    peers counted as placed, then, when they were some and the pod passed, once more
+    without them; the pod fits only if it passes both (resources and anti-affinity fail
+    more often with them, affinity without). The status is the first failing pass's."""
+    node = state.nodes[row].name
+    with add_nominated_pods(state, pod, node, nominated) as added:
+        status = node_status(state, filters, pod, row, namespace_labels)
+    if not added or not status.ok:
+        return status
+    return node_status(state, filters, pod, row, namespace_labels)
+
+
+class _Eviction:
+    """Pods taken off one node for a dry run and put back exactly on exit.
+
+    The placement dicts and affinity key sets are swapped for copies while it runs (the
+    originals, order included, come back untouched); the arrays are restored by placing
+    the removed pods again with the GPU use they held, and the node's version is reset.
+    """
+
+    def __init__(self, state: ClusterState, row: int) -> None:
+        self.state, self.row = state, row
+        self.removed: dict[str, Placement] = {}
+
+    def __enter__(self) -> _Eviction:
+        state, row = self.state, self.row
+        self._placements = state.placements
+        self._on_node = state.pods_on_node[row]
+        self._anti_affinity = state.anti_affinity_pod_keys
+        self._affinity = state.affinity_pod_keys
+        self._version = int(state.node_version[row])
+        state.placements = dict(self._placements)
+        state.pods_on_node[row] = dict(self._on_node)
+        state.anti_affinity_pod_keys = set(self._anti_affinity)
+        state.affinity_pod_keys = set(self._affinity)
+        return self
+
+    def remove(self, key: str) -> None:
+        self.removed[key] = self.state.remove(key)
+
+    def restore(self, key: str) -> None:
+        placement = self.removed.pop(key)
+        self.state.place(placement.pod, placement.node, usage=placement.gpu_use)
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        state, row = self.state, self.row
+        for key in list(self.removed):
+            self.restore(key)
+        state.placements = self._placements
+        state.pods_on_node[row] = self._on_node
+        state.anti_affinity_pod_keys = self._anti_affinity
+        state.affinity_pod_keys = self._affinity
+        state.node_version[row] = self._version
+
+
+@dataclass(frozen=True, slots=True)
+class Victims:
+    """The pods to evict from a node, most important first, and how many of them
+    violate a PodDisruptionBudget."""
+
+    pods: tuple[Pod, ...]
+    num_pdb_violations: int
+
+
+def select_victims_on_node(
+    state: ClusterState,
+    filters: Sequence[FilterPlugin],
+    pod: Pod,
+    node: str,
+    pdbs: Sequence[PodDisruptionBudget] = (),
+    *,
+    nominated: Sequence[Pod] = (),
+    namespace_labels: NamespaceLabels | None = None,
+    now: float,
+) -> Victims | Status:
+    """``SelectVictimsOnNode``: the fewest pods to evict from ``node`` for ``pod`` to fit.
+
+    1. Remove every pod of lower priority than ``pod`` (none: unresolvable, "No
+       preemption victims found for incoming pod").
+    2. If ``pod`` does not fit even so (filters with nominated pods), return that status.
+    3. Sort the removed pods most important first and split them into PDB-violating and
+       the others (``split_by_pdb_violation``).
+    4. Reprieve: add back each violating pod, then each other one, in that order; one
+       after which ``pod`` no longer fits is removed again and becomes a victim.
+    5. When there were pods of both kinds, sort the victims most important first.
+
+    ``now`` stands for the start time of pods not started. The state is unchanged on return.
+    """
+    row = state.node_index[node]
+    potential = [p for p in state.pods_on_node[row].values() if p.priority < pod.priority]
+    if not potential:
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (NO_VICTIMS,))
+    victims: list[Pod] = []
+    num_violating = 0
+    with _Eviction(state, row) as eviction:
+        for victim in potential:
+            eviction.remove(victim.key)
+        status = run_filters_with_nominated_pods(state, filters, pod, row, nominated, namespace_labels)
+        if not status.ok:
+            return status
+        violating, non_violating = split_by_pdb_violation(by_importance(potential, now), pdbs)
+
+        def reprieve(candidate: Pod) -> bool:
+            eviction.restore(candidate.key)
+            fits = run_filters_with_nominated_pods(state, filters, pod, row, nominated, namespace_labels).ok
+            if not fits:
+                eviction.remove(candidate.key)
+                victims.append(candidate)
+            return fits
+
+        for candidate in violating:
+            if not reprieve(candidate):
+                num_violating += 1
+        for candidate in non_violating:
+            reprieve(candidate)
+    if violating and non_violating:
+        victims = by_importance(victims, now)
+    return Victims(tuple(victims), num_violating)
