@@ -18,6 +18,7 @@ import numpy.typing as npt
 
 from scheduler.framework.diagnosis import fit_error_message
 from scheduler.framework.plugin import CycleContext, FilterPlugin, GpuSelector, ScorePlugin
+from scheduler.framework.preemption import PreemptionArgs, filter_with_nominated_pods
 from scheduler.framework.status import SUCCESS, Code, Status
 from scheduler.objects.pod import Pod
 from scheduler.state.cluster_state import ClusterState, IntArray
@@ -51,6 +52,9 @@ class Profile:
     gpu_selector: GpuSelector
     tie_break: TieBreak = "random"
     preferences: Sequence[WeightedScore] = ()
+    # DefaultPreemption's arguments when the profile runs it at PostFilter (live only:
+    # the simulator's replays never evict).
+    preemption: PreemptionArgs | None = None
 
 
 @dataclass
@@ -155,17 +159,41 @@ def select_node(total: npt.NDArray[np.int64], tie_break: TieBreak, rng: np.rando
     return int(best[rng.integers(best.size)])
 
 
+def filter_around_nominations(
+    ctx: CycleContext, filters: Sequence[FilterPlugin], nominated: Sequence[Pod]
+) -> Decision:
+    """``run_filters`` that leaves the room preemptions cleared to the pods nominated
+    there (kube's ``RunFilterPluginsWithNominatedPods``), and that keeps a nominated
+    pod to its nominated node when it fits there (kube's ``evaluateNominatedNode``)."""
+    statuses = filter_with_nominated_pods(ctx.state, filters, ctx.pod, nominated, ctx.namespace_labels)
+    decision = Decision(ctx.pod, SUCCESS, total_nodes=len(ctx.state))
+    decision.feasible = statuses.feasible
+    decision.reason_counts = statuses.reason_counts
+    decision.pre_filter_message = statuses.pre_filter_message
+    if statuses.feasible.size == 0:
+        decision.status = Status(Code.UNSCHEDULABLE, tuple(sorted(statuses.reason_counts)))
+    row = ctx.state.node_index.get(ctx.pod.nominated_node_name)
+    if row is not None and row in statuses.feasible:
+        decision.feasible = np.array([row], np.int64)
+    return decision
+
+
 def schedule_pod(
     state: ClusterState,
     pod: Pod,
     profile: Profile,
     rng: np.random.Generator,
     namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
+    nominated: Sequence[Pod] = (),
 ) -> Decision:
-    """One scheduling cycle for ``pod``; does not change ``state``."""
+    """One scheduling cycle for ``pod``; does not change ``state``. ``nominated``: pods
+    waiting for the room a preemption cleared (none in the simulator)."""
     ctx = CycleContext(state, pod, namespace_labels or {})
     started = time.perf_counter()
-    decision = run_filters(ctx, profile.filters)
+    if nominated or pod.nominated_node_name:
+        decision = filter_around_nominations(ctx, profile.filters, nominated)
+    else:
+        decision = run_filters(ctx, profile.filters)
     filtered = time.perf_counter()
     decision.timings["Filter"] = filtered - started
     if decision.feasible.size == 0:

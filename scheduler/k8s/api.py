@@ -71,6 +71,13 @@ def pod_path(pod: Pod, subresource: str = "") -> str:
     return f"{path}/{subresource}" if subresource else path
 
 
+def object_reference(pod: Pod) -> dict[str, str]:
+    reference = {"apiVersion": "v1", "kind": "Pod", "namespace": pod.namespace, "name": pod.name}
+    if pod.uid:
+        reference["uid"] = pod.uid
+    return reference
+
+
 def truncate_note(message: str) -> str:
     return message if len(message) <= NOTE_LIMIT else message[: NOTE_LIMIT - 4] + " ..."
 
@@ -309,11 +316,12 @@ class KubeApi:
 
     # ---- reporting ------------------------------------------------------------
 
-    async def post_event(self, pod: Pod, *, type_: str, reason: str, action: str, note: str) -> None:
-        regarding = {"apiVersion": "v1", "kind": "Pod", "namespace": pod.namespace, "name": pod.name}
-        if pod.uid:
-            regarding["uid"] = pod.uid
-        event = {
+    async def post_event(
+        self, pod: Pod, *, type_: str, reason: str, action: str, note: str, related: Pod | None = None
+    ) -> None:
+        """An ``events.k8s.io/v1`` Event about ``pod`` (and ``related``, as kube's
+        ``Preempted`` event names the preemptor); never raises."""
+        event: dict[str, Any] = {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
             # Named as client-go's recorder names events: <object>.<unix nanoseconds in hex>.
@@ -325,8 +333,10 @@ class KubeApi:
             "reason": reason,
             "type": type_,
             "note": truncate_note(note),
-            "regarding": regarding,
+            "regarding": object_reference(pod),
         }
+        if related is not None:
+            event["related"] = object_reference(related)
         try:
             await self._write(
                 "POST",
@@ -342,21 +352,31 @@ class KubeApi:
         except Exception as error:  # reporting never takes the scheduler down
             log.info("event for pod %s not posted: %s: %s", pod.key, type(error).__name__, error)
 
-    async def set_pod_scheduled_condition(self, pod: Pod, *, reason: str, message: str) -> None:
-        """``PodScheduled=False`` with ``reason`` (Unschedulable or SchedulerError)."""
-        patch = {
-            "status": {
-                "conditions": [
-                    {
-                        "type": "PodScheduled",
-                        "status": "False",
-                        "reason": reason,
-                        "message": message,
-                        "lastTransitionTime": now().strftime("%Y-%m-%dT%H:%M:%SZ"),
-                    }
-                ]
-            }
+    async def set_pod_scheduled_condition(
+        self, pod: Pod, *, reason: str, message: str, nominated_node: str | None = None
+    ) -> None:
+        """``PodScheduled=False`` with ``reason`` (Unschedulable or SchedulerError), and
+        ``status.nominatedNodeName`` in the same patch when ``nominated_node`` is given
+        (kube-scheduler's ``updatePod`` writes both at once; "" clears it)."""
+        status: dict[str, Any] = {
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": reason,
+                    "message": message,
+                    "lastTransitionTime": now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+                }
+            ]
         }
+        if nominated_node is not None:
+            status["nominatedNodeName"] = nominated_node or None
+        await self.patch_pod_status(pod, status, "condition")
+
+    async def patch_pod_status(self, pod: Pod, status: Mapping[str, Any], what: str) -> bool:
+        """Strategic merge patch of the pod's status; False (logged, naming ``what``)
+        when it was not written. A pod that is gone is not worth a line."""
+        patch = {"status": dict(status)}
         try:
             await self._write(
                 "PATCH",
@@ -367,9 +387,49 @@ class KubeApi:
             )
         except ApiException as error:
             if error.status != 404:
-                log.info("condition for pod %s not set: %s", pod.key, _reason(error))
+                log.info("%s of pod %s not set: %s", what, pod.key, _reason(error))
+            return False
         except Exception as error:
-            log.info("condition for pod %s not set: %s: %s", pod.key, type(error).__name__, error)
+            log.info("%s of pod %s not set: %s: %s", what, pod.key, type(error).__name__, error)
+            return False
+        return True
+
+    # ---- preemption (scheduler.k8s.preemptor) -------------------------------------
+
+    async def delete_pod(self, pod: Pod) -> bool:
+        """Delete the pod with its default grace period, only if it is still the pod
+        with this UID (a pod recreated under the name is not a victim). True when
+        deleted or already gone; False (logged) otherwise."""
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if pod.uid:
+            body["preconditions"] = {"uid": pod.uid}
+        try:
+            await self._write(
+                "DELETE",
+                pod_path(pod),
+                body,
+                partial(
+                    self.core.delete_namespaced_pod,
+                    pod.name,
+                    pod.namespace,
+                    body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=pod.uid or None)),
+                ),
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return True
+            log.warning("preemption victim %s not deleted: %s", pod.key, _reason(error))
+            return False
+        except Exception as error:
+            log.warning("preemption victim %s not deleted: %s: %s", pod.key, type(error).__name__, error)
+            return False
+        return True
+
+    async def list_pod_disruption_budgets(self) -> list[dict[str, Any]]:
+        """Every PodDisruptionBudget (``policy/v1``) as JSON."""
+        return await self.list_items(
+            client.PolicyV1Api(self.api_client).list_pod_disruption_budget_for_all_namespaces
+        )
 
 
 def _ignore(body: bytes) -> None:  # noqa: ARG001 - read (so the connection can be reused) and dropped

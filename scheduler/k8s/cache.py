@@ -24,7 +24,7 @@ import numpy as np
 from scheduler.errors import SchedulerInputError
 from scheduler.objects.node_manifest import node_from_manifest
 from scheduler.objects.pod import Pod
-from scheduler.objects.pod_manifest import pod_from_manifest
+from scheduler.objects.pod_manifest import lifecycle, pod_from_manifest
 from scheduler.resources.gpu import MILLI_PER_CORE_PERCENT, MILLI_PER_GPU
 from scheduler.resources.hami import (
     DEVICE_CORDON_ANNOTATION,
@@ -122,6 +122,10 @@ class SchedulerCache:
         # Pending pods of ours as last parsed, by resourceVersion: the same version comes
         # again from listings (ours, kopf's) and parsing costs more than the rest of an event.
         self._pending: dict[str, tuple[str, Pod]] = {}
+        # Pending pods of any scheduler that a preemption nominated to a node
+        # (``status.nominatedNodeName``): the room cleared for them is theirs (kube's
+        # nominator), so filters count them there for pods of no higher priority.
+        self.nominated: dict[str, Pod] = {}
 
     # ---- nodes ----------------------------------------------------------------
 
@@ -190,12 +194,15 @@ class SchedulerCache:
             self.seen_pods[key] = self.clock()
         if event_type == "DELETED" or status.get("phase") in TERMINAL_PHASES:
             self._pending.pop(key, None)
+            self.nominated.pop(key, None)
             freed = self._release(key)
             return PodEvent(PodChange.GONE, key, frees_resources=freed)
         if node_name:
             self._pending.pop(key, None)
+            self.nominated.pop(key, None)
             return self._on_bound(key, node_name, manifest)
         if (spec.get("schedulerName") or "default-scheduler") not in self.scheduler_names:
+            self._note_nomination(key, manifest)
             return PodEvent(PodChange.IGNORED, key)
         if self._is_assumed(key, manifest):
             # A view from before our bind (a late watch event, a listing): the pod is
@@ -205,6 +212,7 @@ class SchedulerCache:
         metadata = manifest.get("metadata") or {}
         if metadata.get("deletionTimestamp"):
             self._pending.pop(key, None)
+            self.nominated.pop(key, None)
             return PodEvent(PodChange.GONE, key)
         version = str(metadata.get("resourceVersion") or "")
         known = self._pending.get(key)
@@ -213,21 +221,51 @@ class SchedulerCache:
         try:
             pod = pod_from_manifest(manifest)
         except SchedulerInputError as error:
+            self.nominated.pop(key, None)
             return PodEvent(PodChange.INVALID, key, error=error)
         if version:
             self._pending[key] = (version, pod)
+        self.nominate(pod)
         return PodEvent(PodChange.PENDING, key, pod)
+
+    def nominate(self, pod: Pod) -> None:
+        """Remember (or, without a nominated node, forget) the pod's nomination."""
+        if pod.nominated_node_name:
+            self.nominated[pod.key] = pod
+        else:
+            self.nominated.pop(pod.key, None)
+
+    def _note_nomination(self, key: str, manifest: Mapping[str, Any]) -> None:
+        """Another scheduler's pending pod: parsed only while it is nominated (rare)."""
+        nominated = (manifest.get("status") or {}).get("nominatedNodeName")
+        if not nominated or (manifest.get("metadata") or {}).get("deletionTimestamp"):
+            self.nominated.pop(key, None)
+            return
+        try:
+            self.nominate(pod_from_manifest(manifest))
+        except SchedulerInputError as error:
+            log.warning("nominated pod %s cannot be accounted: %s", key, error)
+            self.nominated.pop(key, None)
 
     def _on_bound(self, key: str, node_name: str, manifest: Mapping[str, Any]) -> PodEvent:
         placement = self.state.placements.get(key)
         labels = (manifest.get("metadata") or {}).get("labels") or {}
         if placement is not None and placement.node == node_name and not self._usage_changed(key, manifest):
             self.assumed.discard(key)
-            if dict(placement.pod.labels) == labels:
-                return PodEvent(PodChange.BOUND, key, placement.pod)
-            # The API server added the node's topology labels at bind: take them without
-            # parsing the pod again (that cost more CPU than scheduling it).
-            return PodEvent(PodChange.BOUND, key, self.state.relabel(key, labels))
+            pod = placement.pod
+            if dict(pod.labels) != labels:
+                # The API server added the node's topology labels at bind: take them without
+                # parsing the pod again (that cost more CPU than scheduling it).
+                pod = self.state.relabel(key, labels)
+            try:
+                now = lifecycle(manifest)
+            except SchedulerInputError as error:
+                log.warning("bound pod %s: %s", key, error)
+                return PodEvent(PodChange.BOUND, key, pod)
+            if any(getattr(pod, name) != value for name, value in now.items()):
+                # Started, or being deleted (a preemption's victim): preemption reads these.
+                pod = self.state.amend(key, **now)
+            return PodEvent(PodChange.BOUND, key, pod)
         try:
             pod = pod_from_manifest(manifest)
         except SchedulerInputError as error:
@@ -321,6 +359,7 @@ class SchedulerCache:
         self.state.place(pod, node, gpu_indices)
         self.assumed.add(pod.key)
         self._pending.pop(pod.key, None)
+        self.nominated.pop(pod.key, None)
 
     def forget(self, key: str) -> None:
         """The bind failed: release what ``assume`` took."""

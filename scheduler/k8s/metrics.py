@@ -62,6 +62,17 @@ class Metrics:
             buckets=exponential_buckets(0.01, 2, 20),
             registry=r,
         )
+        self.preemption_attempts = Counter(
+            "scheduler_preemption_attempts_total",
+            "Total preemption attempts in the cluster till now",
+            registry=r,
+        )
+        self.preemption_victims = Histogram(
+            "scheduler_preemption_victims",
+            "Number of selected preemption victims",
+            buckets=exponential_buckets(1, 2, 7),
+            registry=r,
+        )
         self.pod_attempts = Histogram(
             "scheduler_pod_scheduling_attempts",
             "Number of attempts to successfully schedule a pod.",

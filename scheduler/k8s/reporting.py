@@ -43,11 +43,16 @@ class Reporter:
             note=f"Successfully assigned {pod.namespace}/{pod.name} to {node}",
         )
 
-    async def failed(self, pod: Pod, message: str, *, reason: str = UNSCHEDULABLE) -> None:
-        """A failed attempt: a Warning event and ``PodScheduled=False``, deduplicated."""
+    async def failed(
+        self, pod: Pod, message: str, *, reason: str = UNSCHEDULABLE, nominated_node: str | None = None
+    ) -> None:
+        """A failed attempt: a Warning event and ``PodScheduled=False``, deduplicated;
+        with ``nominated_node`` (a preemption's node, or "" to clear it) the status
+        patch carries ``nominatedNodeName`` too and is always written."""
         now = self.clock()
         last = self._last.get(pod.key)
         changed = last is None or last.message != message or last.reason != reason
+        changed = changed or nominated_node is not None
         if not changed and last is not None and now - last.posted_at < self.repeat_after_s:
             return
         self._last[pod.key] = _Reported(message, reason, now)
@@ -55,7 +60,9 @@ class Reporter:
             pod, type_="Warning", reason="FailedScheduling", action="Scheduling", note=message
         )
         if changed:
-            await self.api.set_pod_scheduled_condition(pod, reason=reason, message=message)
+            await self.api.set_pod_scheduled_condition(
+                pod, reason=reason, message=message, nominated_node=nominated_node
+            )
 
     def forget(self, key: str) -> None:
         self._last.pop(key, None)

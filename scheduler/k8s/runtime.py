@@ -16,13 +16,15 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from scheduler.framework.profile import Decision, schedule_pod
+from scheduler.framework.preemption import PreemptionFailure
+from scheduler.framework.profile import Decision, Profile, schedule_pod
 from scheduler.framework.status import Code
 from scheduler.k8s.api import BindOutcome, BindResult, KubeApi
 from scheduler.k8s.cache import PodChange, SchedulerCache, pod_key
 from scheduler.k8s.hami import NodeLocker, NodeLocks, allocation_text, write_decision
 from scheduler.k8s.metrics import Metrics, attempts_label
 from scheduler.k8s.policy import ActiveProfile, PolicyManager
+from scheduler.k8s.preemptor import Preemptor, failed_scheduling_message
 from scheduler.k8s.queue import QueuedPod, QueueName, SchedulingQueue
 from scheduler.k8s.reporting import SCHEDULER_ERROR, Reporter
 from scheduler.k8s.settings import Settings
@@ -69,6 +71,7 @@ class SchedulerRuntime:
         self.locker = NodeLocker(api)
         self.volume_events = VolumeEvents(self.cache.state.volumes)
         self.volume_binder = VolumeBinder(api, self.cache.state, lambda key: key in self.cache.seen_pods)
+        self.preemptor = Preemptor(api, self.cache, policy.rng)
         self.experience: ExperienceLog | None = None
         if settings.experience_dir is not None:
             cap = settings.experience_max_mb * 2**20
@@ -211,8 +214,9 @@ class SchedulerRuntime:
         if active is None:  # a pod queued for a profile this process no longer has
             self.queue.forget(pod.key)
             return
+        nominated = self.preemptor.nominated_besides(pod) if self.cache.nominated else []
         decision = schedule_pod(
-            self.cache.state, pod, active.profile, self.policy.rng, self.cache.namespace_labels
+            self.cache.state, pod, active.profile, self.policy.rng, self.cache.namespace_labels, nominated
         )
         self._observe_cycle(decision, started, active)
         if decision.scheduled:
@@ -233,8 +237,39 @@ class SchedulerRuntime:
             frozenset(decision.reason_counts) if decision.reason_counts else frozenset({"PreFilter"})
         )
         self.queue.failed(pod.key, rejected_by, unschedulable=unschedulable)
+        preempts = active.profile.preemption is not None and pod.key not in self.preemptor.in_flight
+        if unschedulable and preempts:
+            self._spawn(self._post_filter(pod, decision, active.profile))
+            return
         reason = "Unschedulable" if unschedulable else SCHEDULER_ERROR
         self._spawn(self.reporter.failed(pod, decision.message, reason=reason))
+
+    async def _post_filter(self, pod: Pod, decision: Decision, profile: Profile) -> None:
+        """DefaultPreemption for a pod that fits nowhere; its FailedScheduling says what
+        came of it, as kube-scheduler's does."""
+        self.preemptor.in_flight.add(pod.key)
+        try:
+            self.metrics.preemption_attempts.inc()
+            try:
+                outcome = await self.preemptor.decide(pod, profile, self.cache.namespace_labels)
+            except Exception as error:  # the budgets could not be read: try again next attempt
+                log.warning("preemption for %s not decided: %s: %s", pod.key, type(error).__name__, error)
+                await self.reporter.failed(pod, decision.message)
+                return
+            if outcome is None:  # it fits now: the change that made room requeued it
+                return
+            if isinstance(outcome, PreemptionFailure):
+                clear = "" if outcome.clears_nomination and pod.nominated_node_name else None
+                message = failed_scheduling_message(outcome)
+                await self.reporter.failed(pod, message, nominated_node=clear)
+                return
+            self.metrics.preemption_victims.observe(len(outcome.victims))
+            await asyncio.gather(
+                self.preemptor.carry_out(pod, outcome),
+                self.reporter.failed(pod, decision.message, nominated_node=outcome.node),
+            )
+        finally:
+            self.preemptor.in_flight.discard(pod.key)
 
     def _attempt_error(self, entry: QueuedPod, message: str) -> None:
         self.cache.forget(entry.pod.key)

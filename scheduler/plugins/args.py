@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class PluginArgs(BaseModel):
@@ -54,3 +54,17 @@ class NodeResourcesFitArgs(PluginArgs):
 
 class InterPodAffinityArgs(PluginArgs):
     hard_pod_affinity_weight: int = Field(1, ge=0, le=100, alias="hardPodAffinityWeight")
+
+
+class DefaultPreemptionArgs(PluginArgs):
+    """How many nodes preemption dry-runs before it picks one (kube's defaults: 10% of
+    the nodes, at least 100)."""
+
+    min_candidate_nodes_percentage: int = Field(10, ge=0, le=100, alias="minCandidateNodesPercentage")
+    min_candidate_nodes_absolute: int = Field(100, ge=0, alias="minCandidateNodesAbsolute")
+
+    @model_validator(mode="after")
+    def _not_both_zero(self) -> DefaultPreemptionArgs:
+        if self.min_candidate_nodes_percentage == 0 and self.min_candidate_nodes_absolute == 0:
+            raise ValueError("minCandidateNodesPercentage and minCandidateNodesAbsolute must not both be 0")
+        return self

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from scheduler.errors import SchedulerInputError
 from scheduler.plugins.args import PluginArgs
-from scheduler.plugins.registry import FILTER, PLUGINS, SCORE, plugin_names
+from scheduler.plugins.registry import FILTER, PLUGINS, POST_FILTER, SCORE, plugin_names
 
 ALL = "*"
 
@@ -94,7 +94,13 @@ class Plugins(_Model):
 _FIELD_OF = {(info.alias or name): name for name, info in Plugins.model_fields.items()}
 POINTS = tuple(_FIELD_OF)
 # The points a profile may configure, and the plugin kind each one runs.
-CONFIGURABLE = {"preFilter": FILTER, "filter": FILTER, "preScore": SCORE, "score": SCORE}
+CONFIGURABLE = {
+    "preFilter": FILTER,
+    "filter": FILTER,
+    "postFilter": POST_FILTER,
+    "preScore": SCORE,
+    "score": SCORE,
+}
 
 
 class PluginConfig(_Model):
@@ -121,6 +127,8 @@ class ResolvedProfile:
     filters: tuple[str, ...]
     scores: tuple[tuple[str, int], ...]
     args: Mapping[str, PluginArgs]
+    # PostFilter plugins (DefaultPreemption, or none: a pod that fits nowhere waits).
+    post_filters: tuple[str, ...] = ()
 
     @property
     def learned(self) -> bool:
@@ -291,4 +299,5 @@ class Resolver:
             filters=tuple(r.name for r in filters),
             scores=tuple((r.name, r.weight or 1) for r in scores),
             args=self.args(base_args),
+            post_filters=tuple(r.name for r in self.point(plugins, "postFilter")),
         )

@@ -15,7 +15,9 @@ from collections.abc import Callable
 from typing import cast
 
 from scheduler.framework.plugin import FilterPlugin, GpuSelector
+from scheduler.framework.preemption import PreemptionArgs
 from scheduler.framework.profile import Profile, WeightedScore
+from scheduler.plugins.args import DefaultPreemptionArgs
 from scheduler.plugins.filters.unsupported import Unsupported
 from scheduler.plugins.presets import PRESETS, kube_defaults
 from scheduler.plugins.profile_config import (
@@ -106,11 +108,15 @@ def build(resolved: ResolvedProfile, ctx: ProfileContext) -> Profile:
             policy = weighted
         else:
             scores.append(weighted)
+    preemption = None
+    if "DefaultPreemption" in resolved.post_filters:
+        args = cast(DefaultPreemptionArgs, resolved.args["DefaultPreemption"])
+        preemption = PreemptionArgs(args.min_candidate_nodes_percentage, args.min_candidate_nodes_absolute)
     if policy is None:
-        return Profile(resolved.name, filters, scores, BestFitGpus(), "random")
+        return Profile(resolved.name, filters, scores, BestFitGpus(), "random", preemption=preemption)
     spec = PLUGINS[resolved.policy or ""]
     gpus = cast(GpuSelector, policy.plugin) if spec.selects_gpus else BestFitGpus()
-    return Profile(resolved.name, filters, [policy], gpus, "first", scores)
+    return Profile(resolved.name, filters, [policy], gpus, "first", scores, preemption)
 
 
 def register_profile(name: str, factory: ProfileFactory) -> None:

@@ -26,7 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.plugins.args import InterPodAffinityArgs, NodeResourcesFitArgs, PluginArgs
+from scheduler.plugins.args import (
+    DefaultPreemptionArgs,
+    InterPodAffinityArgs,
+    NodeResourcesFitArgs,
+    PluginArgs,
+)
 from scheduler.plugins.filters.gpu_share import GpuShare
 from scheduler.plugins.filters.inter_pod_affinity import InterPodAffinity
 from scheduler.plugins.filters.node_affinity import NodeAffinity
@@ -54,6 +59,7 @@ from scheduler.state.fragmentation import TypicalPods
 
 FILTER = "filter"
 SCORE = "score"
+POST_FILTER = "postFilter"
 
 
 @dataclass
@@ -84,6 +90,8 @@ class PluginSpec:
     selects_gpus: bool = False
     # Needs a checkpoint: while it cannot be loaded, the fallback profile schedules.
     learned: bool = False
+    # Runs at PostFilter (for a pod no node fits): DefaultPreemption only.
+    post_filter: bool = False
     # kube-scheduler extension points rl-scheduler serves outside profiles (the queue,
     # the binder): the plugin always runs there and cannot be disabled.
     built_in: tuple[str, ...] = ()
@@ -93,7 +101,8 @@ class PluginSpec:
 
     @property
     def points(self) -> frozenset[str]:
-        return frozenset(p for p, f in ((FILTER, self.filter), (SCORE, self.score)) if f is not None)
+        served = ((FILTER, self.filter), (SCORE, self.score), (POST_FILTER, self.post_filter or None))
+        return frozenset(p for p, f in served if f is not None)
 
 
 def _fit_score(args: NodeResourcesFitArgs, _: ProfileContext) -> Any:
@@ -138,7 +147,7 @@ _SPECS = (
         args=InterPodAffinityArgs,
     ),
     PluginSpec("DynamicResources", missing="rl-scheduler does not allocate resource claims (DRA)"),
-    PluginSpec("DefaultPreemption", missing="rl-scheduler does not preempt"),
+    PluginSpec("DefaultPreemption", post_filter=True, args=DefaultPreemptionArgs),
     PluginSpec("NodeResourcesBalancedAllocation", score=_plain(BalancedAllocation)),
     PluginSpec("ImageLocality", missing="rl-scheduler does not score images already on a node"),
     PluginSpec("DefaultBinder", built_in=("bind",)),

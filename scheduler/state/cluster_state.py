@@ -368,8 +368,13 @@ class ClusterState:
         resources and GPUs stay. No node version moves: what is cached by version
         depends on resources, and the plugins that read pod labels (affinity, spread)
         read ``pods_on_node`` each cycle."""
+        return self.amend(pod_key, labels=dict(labels))
+
+    def amend(self, pod_key: str, **changes: Any) -> Pod:
+        """A placed pod with some fields changed that no resource depends on (labels;
+        the lifecycle preemption reads: start time, terminating); nothing is re-counted."""
         placement = self.placements[pod_key]
-        pod = replace(placement.pod, labels=dict(labels))
+        pod = replace(placement.pod, **changes)
         self.placements[pod_key] = replace(placement, pod=pod)
         self.pods_on_node[self.node_index[placement.node]][pod_key] = pod
         return pod

@@ -237,7 +237,8 @@ def test_requests_outside_the_rbac_are_refused(core: client.CoreV1Api, identity:
         }
     everywhere = {
         ("", "pods", "", "get"), ("", "pods", "", "list"), ("", "pods", "", "watch"),
-        ("", "pods", "", "patch"),
+        ("", "pods", "", "patch"), ("", "pods", "", "delete"),
+        ("policy", "poddisruptionbudgets", "", "list"),
         ("", "nodes", "", "get"), ("", "nodes", "", "list"), ("", "nodes", "", "watch"),
         ("", "nodes", "", "patch"),
         ("", "namespaces", "", "list"), ("", "namespaces", "", "watch"),

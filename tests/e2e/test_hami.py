@@ -262,9 +262,12 @@ def test_a_restarted_scheduler_rebuilds_gpu_usage_from_the_pods_annotations(
         message = next(
             e.message for e in pod_events(core, namespace, "s50") if e.reason == "FailedScheduling"
         )
+        # kube's words, preemption included: the T4 node's pods are of the same priority.
         assert message == (
             "0/3 nodes are available: 1 Insufficient nvidia.com/gpu, "
-            "2 node(s) didn't match Pod's node affinity/selector."
+            "2 node(s) didn't match Pod's node affinity/selector. no new claims to deallocate, "
+            "preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, "
+            "2 Preemption is not helpful for scheduling."
         )
         freed = next(uuid for uuid, name in gpus.items() if name == "s60-1")
         core.delete_namespaced_pod("s60-1", namespace, grace_period_seconds=0)

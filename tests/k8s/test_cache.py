@@ -174,3 +174,52 @@ def test_resync_drops_what_the_listing_no_longer_has() -> None:
     assert released == ["default/vanished"]
     assert sorted(cache.state.placements) == ["default/kept"]  # newer went with n2
     assert cache.state.node_names == ["n1"]
+
+
+@pytest.mark.parametrize(
+    ("update", "expected"),
+    [
+        pytest.param(
+            {"start_time": "2026-01-02T03:04:05Z"},
+            (1767323045.0, False, False),
+            id="started: its start time (preemption's tie-break)",
+        ),
+        pytest.param(
+            {"deletion_timestamp": "2026-01-02T03:04:05Z", "preempted_by_scheduler": True},
+            (None, True, True),
+            id="a preemption's victim being deleted",
+        ),
+        pytest.param({}, (None, False, False), id="unchanged"),
+    ],
+)
+def test_a_placed_pods_lifecycle_follows_the_watch(update: dict[str, Any], expected: tuple[Any, ...]) -> None:
+    cache = cache_with_nodes("n1", cpu="4")
+    cache.on_pod("ADDED", bound("b", "n1", cpu="1"))
+    event = cache.on_pod("MODIFIED", bound("b", "n1", cpu="1", **update))
+    placed = cache.state.placements["default/b"].pod
+    assert event.pod is placed
+    assert (placed.start_time, placed.terminating, placed.preempted_by_scheduler) == expected
+    assert cache.state.requested[0, 0] == 1000  # counted once, as before
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "status", "nominated"),
+    [
+        pytest.param("rl-scheduler", {"nominatedNodeName": "n1"}, {"default/p": "n1"}, id="ours, nominated"),
+        pytest.param(
+            "default-scheduler", {"nominatedNodeName": "n1"}, {"default/p": "n1"}, id="kube's, nominated"
+        ),
+        pytest.param("default-scheduler", {}, {}, id="kube's, not nominated"),
+    ],
+)
+def test_nominated_pods_of_any_scheduler_are_remembered_until_bound(
+    scheduler: str, status: dict[str, Any], nominated: dict[str, str]
+) -> None:
+    cache = cache_with_nodes("n1")
+    manifest = pod_manifest("p", cpu="1")
+    manifest["spec"]["schedulerName"] = scheduler
+    manifest["status"] = status
+    cache.on_pod("ADDED", manifest)
+    assert {k: p.nominated_node_name for k, p in cache.nominated.items()} == nominated
+    cache.on_pod("MODIFIED", {**manifest, "spec": {**manifest["spec"], "nodeName": "n1"}})
+    assert cache.nominated == {}

@@ -135,10 +135,10 @@ def test_a_profile_can_drop_a_filter_and_start_from_a_preset() -> None:
             id="reserve point",
         ),
         pytest.param(
-            {"plugins": {"postFilter": {"disabled": [{"name": "*"}]}}},
-            "p.plugins.postFilter",
+            {"plugins": {"permit": {"disabled": [{"name": "*"}]}}},
+            "p.plugins.permit",
             "not supported by rl-scheduler",
-            id="postFilter point",
+            id="permit point",
         ),
         pytest.param(
             {"plugins": {"score": {"enabled": [{"name": "ImageLocality"}]}}},
