@@ -9,9 +9,11 @@ from typing import Any
 import pytest
 import yaml
 
+from scheduler.framework.preemption import PreemptionArgs
 from scheduler.k8s.settings import SettingsError, load_settings
 from scheduler.plugins.profile_config import ProfileConfig, ProfileConfigError
-from scheduler.plugins.profiles import build_profile, resolve
+from scheduler.plugins.profiles import build, build_profile, resolve
+from scheduler.plugins.registry import ProfileContext
 
 KUBE_FILTERS = (
     "NodeUnschedulable",
@@ -114,8 +116,49 @@ def test_a_profile_can_drop_a_filter_and_start_from_a_preset() -> None:
 
 
 @pytest.mark.parametrize(
+    ("plugins", "plugin_config", "expected"),
+    [
+        pytest.param({}, [], PreemptionArgs(10, 100), id="kube's default: on, 10% and at least 100 nodes"),
+        pytest.param(
+            {},
+            [{"name": "DefaultPreemption", "args": {"minCandidateNodesAbsolute": 5}}],
+            PreemptionArgs(10, 5),
+            id="its args",
+        ),
+        pytest.param(
+            {"postFilter": {"disabled": [{"name": "DefaultPreemption"}]}},
+            [],
+            None,
+            id="disabled at postFilter",
+        ),
+        pytest.param({"multiPoint": {"disabled": [{"name": "*"}]}}, [], None, id="every default disabled"),
+    ],
+)
+def test_preemption_is_a_post_filter_plugin_as_in_kube_scheduler(
+    plugins: dict[str, Any], plugin_config: list[dict[str, Any]], expected: PreemptionArgs | None
+) -> None:
+    config = ProfileConfig.model_validate(
+        {"schedulerName": "s", "plugins": plugins, "pluginConfig": plugin_config}
+    )
+    assert build(resolve(config), ProfileContext()).preemption == expected
+
+
+@pytest.mark.parametrize(
     ("data", "path", "problem"),
     [
+        pytest.param(
+            {
+                "pluginConfig": [
+                    {
+                        "name": "DefaultPreemption",
+                        "args": {"minCandidateNodesPercentage": 0, "minCandidateNodesAbsolute": 0},
+                    }
+                ]
+            },
+            "p.pluginConfig[0].args",
+            "must not both be 0",
+            id="preemption that could try no node",
+        ),
         pytest.param(
             {"plugins": {"score": {"enabled": [{"name": "NodeResourceFit"}]}}},
             "p.plugins.score.enabled[0].name",
