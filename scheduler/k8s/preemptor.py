@@ -98,8 +98,13 @@ class Preemptor:
         """The PostFilter decision on the cache as it is once the budgets are read; the
         nomination is taken before anything else can run. None when the pod fits
         somewhere by then (the cluster changed: it is decided again)."""
-        budgets = await self.budgets()
         state = self.cache.state
+        # The budgets matter only where there are victims to choose: a pod of the lowest
+        # priority placed (the common case of a full cluster) costs no API call.
+        may_evict = pod.preemption_policy != "Never" and any(
+            placed.pod.priority < pod.priority for placed in state.placements.values()
+        )
+        budgets = await self.budgets() if may_evict else []
         nominated = self.nominated_besides(pod)
         statuses = filter_with_nominated_pods(state, profile.filters, pod, nominated, namespace_labels)
         if statuses.feasible.size:

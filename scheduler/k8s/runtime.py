@@ -237,9 +237,11 @@ class SchedulerRuntime:
             frozenset(decision.reason_counts) if decision.reason_counts else frozenset({"PreFilter"})
         )
         self.queue.failed(pod.key, rejected_by, unschedulable=unschedulable)
-        preempts = active.profile.preemption is not None and pod.key not in self.preemptor.in_flight
-        if unschedulable and preempts:
-            self._spawn(self._post_filter(pod, decision, active.profile))
+        if unschedulable and active.profile.preemption is not None:
+            # PostFilter reports the attempt; one at a time per pod (the one under way
+            # reports this attempt too).
+            if pod.key not in self.preemptor.in_flight:
+                self._spawn(self._post_filter(pod, decision, active.profile))
             return
         reason = "Unschedulable" if unschedulable else SCHEDULER_ERROR
         self._spawn(self.reporter.failed(pod, decision.message, reason=reason))

@@ -143,6 +143,11 @@ def running_scheduler(
         scheduler.stop()
 
 
+def api_dicts(core: client.CoreV1Api, items: list[Any]) -> list[dict[str, Any]]:
+    """API objects (the client's models) as plain JSON objects."""
+    return [core.api_client.sanitize_for_serialization(item) for item in items]
+
+
 def wait_for(condition: Callable[[], bool], timeout_s: float, what: str, interval_s: float = 0.5) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

@@ -23,7 +23,7 @@ from scheduler.objects.node_manifest import node_from_manifest
 from scheduler.objects.pod_manifest import pod_from_manifest
 from scheduler.plugins.profiles import build_profile
 from scheduler.state.cluster_state import ClusterState
-from tests.e2e.support import replace_nodes, scratch_namespace, wait_for
+from tests.e2e.support import api_dicts, replace_nodes, scratch_namespace, wait_for
 from tests.e2e.workloads import pod
 
 pytestmark = pytest.mark.cluster
@@ -136,15 +136,11 @@ def namespace(core: client.CoreV1Api, request: pytest.FixtureRequest) -> Iterato
         yield name
 
 
-def as_dicts(core: client.CoreV1Api, items: list[Any]) -> list[dict[str, Any]]:
-    return [core.api_client.sanitize_for_serialization(item) for item in items]
-
-
 def our_best_nodes(core: client.CoreV1Api, incoming: dict[str, Any]) -> tuple[set[str], set[str]]:
     """(feasible nodes, those our default profile scores highest) for ``incoming`` on the
     cluster as the API shows it, the incoming pod left out."""
-    state = ClusterState(node_from_manifest(n) for n in as_dicts(core, core.list_node().items))
-    for item in as_dicts(core, core.list_pod_for_all_namespaces().items):
+    state = ClusterState(node_from_manifest(n) for n in api_dicts(core, core.list_node().items))
+    for item in api_dicts(core, core.list_pod_for_all_namespaces().items):
         node = item["spec"].get("nodeName")
         if node and item["metadata"]["uid"] != incoming["metadata"]["uid"] and node in state.node_index:
             state.place(pod_from_manifest(item), node, ())

@@ -13,6 +13,7 @@ from kubernetes import client
 from tests.e2e import checker
 from tests.e2e.support import (
     SchedulerProcess,
+    api_dicts,
     create_pods,
     pod_events,
     replace_nodes,
@@ -60,10 +61,6 @@ def pending_report(core: client.CoreV1Api, namespace: str, scheduler: SchedulerP
     lines.append("scheduler log (tail):")
     lines.append(scheduler.log()[-4000:])
     return "\n".join(lines)
-
-
-def api_dicts(core: client.CoreV1Api, items: list[Any]) -> list[dict[str, Any]]:
-    return [core.api_client.sanitize_for_serialization(item) for item in items]
 
 
 def test_binds_1000_mixed_pods_on_100_mixed_nodes_without_violations(

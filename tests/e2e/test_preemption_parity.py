@@ -21,6 +21,7 @@ from kubernetes.client.exceptions import ApiException
 from devcluster import nodes as devnodes
 from tests.e2e import checker
 from tests.e2e.support import (
+    api_dicts,
     pod_events,
     replace_nodes,
     running_scheduler,
@@ -165,10 +166,6 @@ def create_priority_classes(core: client.CoreV1Api) -> None:
 
     wait_for(seen, 30, "the priority classes")
     time.sleep(1.0)  # the admission plugin's informer has them by now
-
-
-def api_dicts(core: client.CoreV1Api, items: list[Any]) -> list[dict[str, Any]]:
-    return [core.api_client.sanitize_for_serialization(item) for item in items]
 
 
 @dataclass

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from typing import Any, cast
 
+import numpy as np
 import pytest
 
 from scheduler.errors import SchedulerInputError
-from scheduler.framework.preemption import PreemptionFailure
-from scheduler.k8s.preemptor import budget_from_manifest, disruption_target, failed_scheduling_message
-from tests.builders import make_pod
+from scheduler.framework.preemption import PreemptionFailure, PreemptionOutcome
+from scheduler.k8s.api import KubeApi
+from scheduler.k8s.cache import SchedulerCache
+from scheduler.k8s.preemptor import (
+    Preemptor,
+    budget_from_manifest,
+    disruption_target,
+    failed_scheduling_message,
+)
+from scheduler.plugins.profiles import build_profile
+from tests.builders import make_pod, node_manifest, pod_manifest
 
 IN_DB_OR_CACHE = {"key": "app", "operator": "In", "values": ["db", "cache"]}
 
@@ -82,3 +92,44 @@ def test_a_failed_preemption_is_reported_in_kubes_words() -> None:
         "0/2 nodes are available: 2 Insufficient cpu. no new claims to deallocate, "
         "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
     )
+
+
+class CountingApi:
+    """Stands in for the API's one read here: the budgets, counted."""
+
+    def __init__(self) -> None:
+        self.listings = 0
+
+    async def list_pod_disruption_budgets(self) -> list[dict[str, Any]]:
+        self.listings += 1
+        return []
+
+
+@pytest.mark.parametrize(
+    ("priority", "policy", "listings", "victims"),
+    [
+        pytest.param(10, "PreemptLowerPriority", 1, ["low"], id="lower-priority pods placed: budgets read"),
+        pytest.param(0, "PreemptLowerPriority", 0, None, id="none lower: no API call, no victims"),
+        pytest.param(10, "Never", 0, None, id="preemptionPolicy Never: no API call"),
+    ],
+)
+def test_budgets_are_read_only_when_there_are_victims_to_choose(
+    priority: int, policy: str, listings: int, victims: list[str] | None
+) -> None:
+    cache = SchedulerCache("rl-scheduler")
+    cache.on_node("ADDED", node_manifest("n1", cpu="4"))
+    low = pod_manifest("low", cpu="3")
+    low["spec"]["nodeName"] = "n1"
+    cache.on_pod("ADDED", low)
+    api = CountingApi()
+    preemptor = Preemptor(cast(KubeApi, api), cache, np.random.default_rng(0))
+    incoming = make_pod("high", cpu="2", priority=priority, preemption_policy=policy)
+    outcome = asyncio.run(preemptor.decide(incoming, build_profile("default"), {}))
+    assert api.listings == listings
+    if victims is None:
+        assert isinstance(outcome, PreemptionFailure)
+        assert cache.nominated == {}
+    else:
+        assert isinstance(outcome, PreemptionOutcome)
+        assert [v.name for v in outcome.victims] == victims
+        assert cache.nominated["default/high"].nominated_node_name == "n1"  # the room is kept at once
