@@ -8,14 +8,14 @@ profile is a list of names and weights.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.framework.status import SKIP, Code, Status
+from scheduler.framework.status import SKIP, SUCCESS, Code, Status
 from scheduler.objects.pod import Pod
 from scheduler.state.cluster_state import BoolArray, ClusterState, IntArray
 
@@ -63,6 +63,20 @@ class FilterPlugin(Protocol):
     def filter(self, ctx: CycleContext, nodes: IntArray) -> list[Rejection]:
         """Rejections among ``nodes`` (indices into the state's rows)."""
         ...
+
+
+def run_pre_filters(ctx: CycleContext, filters: Sequence[FilterPlugin]) -> tuple[list[FilterPlugin], Status]:
+    """PreFilter: the filters whose Filter runs (those that did not skip), or the status
+    of the first one that rejects every node."""
+    active: list[FilterPlugin] = []
+    for plugin in filters:
+        status = plugin.pre_filter(ctx)
+        if status.code == Code.SKIP:
+            continue
+        if not status.ok:
+            return [], status
+        active.append(plugin)
+    return active, SUCCESS
 
 
 class ScorePlugin(Protocol):

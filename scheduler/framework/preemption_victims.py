@@ -18,7 +18,7 @@ from types import TracebackType
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.framework.plugin import CycleContext, FilterPlugin
+from scheduler.framework.plugin import CycleContext, FilterPlugin, run_pre_filters
 from scheduler.framework.status import SUCCESS, Code, Status
 from scheduler.objects.pod import Pod
 from scheduler.objects.selectors import LabelSelector
@@ -118,15 +118,10 @@ class FilterPass:
 def run_filter_pass(ctx: CycleContext, filters: Sequence[FilterPlugin], nodes: IntArray) -> FilterPass:
     """Run ``filters`` for ``ctx.pod`` on ``nodes`` (``run_filters``, keeping per-node codes)."""
     codes = np.zeros(nodes.size, np.int8)
-    active: list[FilterPlugin] = []
-    for plugin in filters:
-        status = plugin.pre_filter(ctx)
-        if status.code == Code.SKIP:
-            continue
-        if not status.ok:
-            codes[:] = status.code
-            return FilterPass(nodes, np.zeros(nodes.size, np.bool_), codes, (), status)
-        active.append(plugin)
+    active, status = run_pre_filters(ctx, filters)
+    if not status.ok:
+        codes[:] = status.code
+        return FilterPass(nodes, np.zeros(nodes.size, np.bool_), codes, (), status)
     alive = np.arange(nodes.size, dtype=np.int64)  # positions in nodes still passing
     rejections: list[tuple[str, IntArray]] = []
     for plugin in active:

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from scheduler.framework.diagnosis import fit_error_message
-from scheduler.framework.plugin import CycleContext, FilterPlugin, GpuSelector, ScorePlugin
+from scheduler.framework.plugin import CycleContext, FilterPlugin, GpuSelector, ScorePlugin, run_pre_filters
 from scheduler.framework.preemption import PreemptionArgs, filter_with_nominated_pods
 from scheduler.framework.status import SUCCESS, Code, Status
 from scheduler.objects.pod import Pod
@@ -103,16 +103,11 @@ def run_filters(ctx: CycleContext, filters: Sequence[FilterPlugin]) -> Decision:
     """PreFilter and Filter: returns the feasible nodes, or why there are none."""
     pod, n = ctx.pod, len(ctx.state)
     decision = Decision(pod, SUCCESS, total_nodes=n)
-    active: list[FilterPlugin] = []
-    for plugin in filters:
-        status = plugin.pre_filter(ctx)
-        if status.code == Code.SKIP:
-            continue
-        if not status.ok:
-            decision.status = status
-            decision.pre_filter_message = status.message
-            return decision
-        active.append(plugin)
+    active, status = run_pre_filters(ctx, filters)
+    if not status.ok:
+        decision.status = status
+        decision.pre_filter_message = status.message
+        return decision
     candidates = np.arange(n, dtype=np.int64)
     counts: Counter[str] = Counter()
     for plugin in active:
