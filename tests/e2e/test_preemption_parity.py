@@ -255,9 +255,11 @@ def test_the_same_victims_as_kube_scheduler(
         ) as namespace:
             results[scheduler] = run(core, namespace, scenario, scheduler)
             if scheduler == SCHEDULER:
+                # The scenario's pods are the only ones on its nodes (other tests'
+                # namespaces may still be going, their pods on nodes gone).
                 violations = checker.check(
                     api_dicts(core, core.list_node().items),
-                    api_dicts(core, core.list_pod_for_all_namespaces().items),
+                    api_dicts(core, core.list_namespaced_pod(namespace).items),
                 )
     kube, ours = results[KUBE_SCHEDULER], results[SCHEDULER]
     assert (kube.node, kube.victims) == (scenario.node, scenario.victims), (
