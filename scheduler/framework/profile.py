@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -24,6 +24,8 @@ from scheduler.objects.pod import Pod
 from scheduler.state.cluster_state import ClusterState, IntArray
 
 TieBreak = Literal["random", "first"]
+# Keeps some of the feasible nodes a pod may go to, never none (a gang's locality).
+NodeNarrowing = Callable[[IntArray], IntArray]
 
 
 @dataclass(frozen=True)
@@ -180,9 +182,11 @@ def schedule_pod(
     rng: np.random.Generator,
     namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
     nominated: Sequence[Pod] = (),
+    narrow: NodeNarrowing | None = None,
 ) -> Decision:
     """One scheduling cycle for ``pod``; does not change ``state``. ``nominated``: pods
-    waiting for the room a preemption cleared (none in the simulator)."""
+    waiting for the room a preemption cleared (none in the simulator). ``narrow``: after
+    the pod's own preferences, the nodes scores choose among (``framework.gang``)."""
     ctx = CycleContext(state, pod, namespace_labels or {})
     started = time.perf_counter()
     if nominated or pod.nominated_node_name:
@@ -196,6 +200,8 @@ def schedule_pod(
     nodes = decision.feasible
     if profile.preferences and nodes.size > 1:
         nodes = most_preferred(ctx, profile.preferences, nodes)
+    if narrow is not None and nodes.size > 1:
+        nodes = narrow(nodes)
     decision.scored = nodes
     if nodes.size == 1 or not profile.scores:
         choice = 0

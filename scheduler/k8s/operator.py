@@ -34,6 +34,8 @@ import kopf
 from kubernetes import client
 
 from scheduler.k8s.api import WORKER_PREFIX, KubeApi
+from scheduler.k8s.gangs import pod_group_lister
+from scheduler.k8s.gauges import refresh_gauges
 from scheduler.k8s.http import StartupDeadline, build_app, serve
 from scheduler.k8s.leader import LeaderElector
 from scheduler.k8s.metrics import Metrics
@@ -265,6 +267,14 @@ def start_scheduling(
             partial(relist, kind.plural),
         )
         tasks.append(asyncio.create_task(watch.run(versions[kind.plural]), name=f"{kind.kind}-watch"))
+    groups = ResourceWatch(
+        api,
+        "podgroup",
+        pod_group_lister(api.api_client),
+        runtime.on_pod_group_event,
+        partial(relist, "podgroups"),
+    )
+    tasks.append(asyncio.create_task(groups.run(versions["podgroups"]), name="podgroup-watch"))
     if settings.leader_election.enabled:
         tasks.append(asyncio.create_task(elector.run(), name="leader-election"))
     elif elector.on_change is not None:
@@ -272,7 +282,7 @@ def start_scheduling(
     return [
         *tasks,
         asyncio.create_task(runtime.run(), name="scheduling-loop"),
-        asyncio.create_task(runtime.refresh_gauges(), name="gauges"),
+        asyncio.create_task(refresh_gauges(runtime), name="gauges"),
         asyncio.create_task(runtime.policy.watch(), name="policy-reload"),
         asyncio.create_task(runtime.resync_forever(), name="resync"),
     ]

@@ -16,7 +16,7 @@ import heapq
 import itertools
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -119,6 +119,18 @@ class SchedulingQueue:
             return entry
         return None
 
+    def take(self, key: str) -> QueuedPod | None:
+        """Hand out this pod now, from whichever pool it waits in (a gang's members are
+        tried together); None when it is not queued, already handed out, or gated."""
+        entry = self._pods.get(key)
+        if entry is None or entry.where is QueueName.GATED:
+            return None
+        del self._pods[key]  # its heap entries go stale
+        entry.attempts += 1
+        self._in_flight[key] = entry
+        entry.move_cycle = self._move_cycle
+        return entry
+
     def done(self, key: str) -> QueuedPod | None:
         """The pod was bound: it leaves the queue for good."""
         return self._in_flight.pop(key, None)
@@ -147,6 +159,16 @@ class SchedulingQueue:
         moved = 0
         for entry in self._pods.values():
             if entry.where is QueueName.UNSCHEDULABLE:
+                self._to_backoff(entry)
+                moved += 1
+        return moved
+
+    def move_to_active_or_backoff(self, keys: Iterable[str]) -> int:
+        """Something changed that may help these pods (a PodGroup, a new member)."""
+        moved = 0
+        for key in keys:
+            entry = self._pods.get(key)
+            if entry is not None and entry.where is QueueName.UNSCHEDULABLE:
                 self._to_backoff(entry)
                 moved += 1
         return moved

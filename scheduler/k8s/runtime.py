@@ -17,10 +17,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from scheduler.framework.preemption import PreemptionFailure
-from scheduler.framework.profile import Decision, Profile, schedule_pod
+from scheduler.framework.profile import Decision, NodeNarrowing, Profile, schedule_pod
 from scheduler.framework.status import Code
 from scheduler.k8s.api import BindOutcome, BindResult, KubeApi
 from scheduler.k8s.cache import PodChange, SchedulerCache, pod_key
+from scheduler.k8s.gang_cycle import GANG_PLUGIN, schedule_gang
+from scheduler.k8s.gangs import GangIndex, list_pod_groups
 from scheduler.k8s.hami import NodeLocker, NodeLocks, allocation_text, write_decision
 from scheduler.k8s.metrics import Metrics, attempts_label
 from scheduler.k8s.policy import ActiveProfile, PolicyManager
@@ -31,9 +33,8 @@ from scheduler.k8s.settings import Settings
 from scheduler.k8s.volume_binder import VolumeBinder, VolumeBindError
 from scheduler.k8s.volume_events import VolumeEvents, VolumeKind, list_volumes
 from scheduler.objects.pod import Pod
+from scheduler.objects.pod_group import pod_group_key
 from scheduler.online.experience import ExperienceLog
-from scheduler.state.cluster_state import CPU_COLUMN, MEMORY_COLUMN
-from scheduler.state.fragmentation import FragmentationModel
 from scheduler.volumes.binding import PodVolumes
 
 log = logging.getLogger(__name__)
@@ -48,10 +49,6 @@ def pod_requests(pod: Pod) -> dict[str, Any]:
         "gpu_milli": pod.gpu.milli_per_gpu,
         "gpu_models": list(pod.gpu.models),
     }
-
-
-# How often gauges (queue sizes, cluster allocation) are refreshed.
-GAUGE_PERIOD_S = 5.0
 
 
 class SchedulerRuntime:
@@ -72,12 +69,12 @@ class SchedulerRuntime:
         self.volume_events = VolumeEvents(self.cache.state.volumes)
         self.volume_binder = VolumeBinder(api, self.cache.state, lambda key: key in self.cache.seen_pods)
         self.preemptor = Preemptor(api, self.cache, policy.rng)
+        self.gangs = GangIndex()
         self.experience: ExperienceLog | None = None
         if settings.experience_dir is not None:
             cap = settings.experience_max_mb * 2**20
             segment = max(cap // 16, 2**16)
             self.experience = ExperienceLog(settings.experience_dir, max_bytes=cap, segment_bytes=segment)
-        self._experience_seen: dict[str, int] = {}
 
     # ---- watch events ---------------------------------------------------------
 
@@ -104,6 +101,7 @@ class SchedulerRuntime:
 
     def on_pod_event(self, event_type: str, manifest: Mapping[str, Any]) -> None:
         event = self.cache.on_pod(event_type, manifest)
+        group = self.gangs.on_pod(event_type, manifest)
         if event.change is PodChange.PENDING and event.pod is not None:
             known = event.key in self.queue
             where = self.queue.add(event.pod)
@@ -111,6 +109,8 @@ class SchedulerRuntime:
                 self.metrics.incoming_pods.labels(where.value, "PodAdd").inc()
                 self.policy.on_arrival(event.pod)
                 self._record_arrival(event.pod)
+                if group:  # one more member: the group may have enough pods now
+                    self._gang_changed(group, "PodAdd")
             self._wake.set()
         elif event.change is PodChange.INVALID and event.error is not None:
             self._report_invalid(event.key, manifest, str(event.error))
@@ -121,6 +121,17 @@ class SchedulerRuntime:
                 self._cluster_changed("AssignedPodDelete")
                 if self.experience is not None:
                     self.experience.append({"kind": "departure", "t": time.time(), "pod": event.key})
+
+    def on_pod_group_event(self, event_type: str, manifest: Mapping[str, Any]) -> None:
+        self._gang_changed(self.gangs.on_pod_group(event_type, manifest), "PodGroupChange")
+
+    def _gang_changed(self, group: str, event: str) -> None:
+        """Retry the group's members now (Coscheduling's queueing hints: a pod added,
+        a PodGroup added or changed)."""
+        moved = self.queue.move_to_active_or_backoff(self.gangs.members.get(group, ()))
+        if moved:
+            self.metrics.incoming_pods.labels(QueueName.BACKOFF.value, event).inc(moved)
+            self._wake.set()
 
     def _cluster_changed(self, event: str) -> None:
         moved = self.queue.move_all_to_active_or_backoff()
@@ -135,7 +146,7 @@ class SchedulerRuntime:
         stub = Pod(name=str(metadata.get("name")), namespace=namespace, uid=str(metadata.get("uid") or ""))
         self.metrics.invalid_pods.inc()
         log.warning("pod %s cannot be scheduled as written: %s", key, message)
-        self._spawn(self.reporter.failed(stub, message, reason="Unschedulable"))
+        self.spawn(self.reporter.failed(stub, message, reason="Unschedulable"))
 
     # ---- listing --------------------------------------------------------------
 
@@ -156,6 +167,9 @@ class SchedulerRuntime:
         listings = [asyncio.ensure_future(self.api.list_with_version(lister)) for _, lister, _ in kinds]
         try:
             versions = await list_volumes(self.api.list_with_version, self.api.api_client, self.volume_events)
+            versions["podgroups"] = await list_pod_groups(
+                self.api.list_with_version, self.api.api_client, self.gangs
+            )
             fetched = await asyncio.gather(*listings)
         finally:
             for listing in listings:
@@ -169,6 +183,7 @@ class SchedulerRuntime:
                 else {str(item["metadata"]["name"]) for item in items}
             )
         for key in self.cache.resync(seen["pods"], seen["nodes"], listed_at):
+            self.gangs.forget_pod(key)
             if self.queue.forget(key):
                 self.reporter.forget(key)
         self.synced.set()
@@ -209,42 +224,82 @@ class SchedulerRuntime:
         pod = entry.pod
         started = time.perf_counter()
         # The profile named by the pod's schedulerName (metrics are labelled by it).
-        profile = pod.scheduler_name
-        active = self.policy.profile_for(profile)
+        active = self.policy.profile_for(pod.scheduler_name)
         if active is None:  # a pod queued for a profile this process no longer has
             self.queue.forget(pod.key)
             return
-        nominated = self.preemptor.nominated_besides(pod) if self.cache.nominated else []
-        decision = schedule_pod(
-            self.cache.state, pod, active.profile, self.policy.rng, self.cache.namespace_labels, nominated
-        )
-        self._observe_cycle(decision, started, active)
-        if decision.scheduled:
-            self.metrics.decisions.labels(active.source).inc()
-            self.cache.assume(pod, decision.node, decision.gpu_indices)
-            volumes = self.volume_binder.reserve(pod, decision.node_index)
-            allocation = None
-            if pod.gpu.count and self.cache.state.gpu_sharing[decision.node_index]:
-                # HAMi's device plugin allocates what the pod's annotations say.
-                allocation = allocation_text(pod, self.cache.state.placements[pod.key].gpu_use)
-            self._spawn(self._bind(entry, decision, started, allocation, volumes))
+        group = pod_group_key(pod.namespace, pod.labels)
+        if group:
+            schedule_gang(self, entry, group, started)
             return
+        decision = self.decide(pod, active)
+        self.observe_cycle(decision, started, active)
+        if decision.scheduled:
+            self.accept(entry, decision, started, active, *self.assume(decision))
+            return
+        self.reject(entry, decision, active, started)
+
+    def decide(self, pod: Pod, active: ActiveProfile, narrow: NodeNarrowing | None = None) -> Decision:
+        nominated = self.preemptor.nominated_besides(pod) if self.cache.nominated else []
+        state, labels = self.cache.state, self.cache.namespace_labels
+        return schedule_pod(state, pod, active.profile, self.policy.rng, labels, nominated, narrow)
+
+    def assume(self, decision: Decision) -> tuple[PodVolumes, str | None]:
+        """Place the pod in the cache before its bind; returns what the bind writes: the
+        volumes to bind and HAMi's allocation (on a node whose GPUs are shared)."""
+        pod = decision.pod
+        self.cache.assume(pod, decision.node, decision.gpu_indices)
+        volumes = self.volume_binder.reserve(pod, decision.node_index)
+        allocation = None
+        if pod.gpu.count and self.cache.state.gpu_sharing[decision.node_index]:
+            # HAMi's device plugin allocates what the pod's annotations say.
+            allocation = allocation_text(pod, self.cache.state.placements[pod.key].gpu_use)
+        return volumes, allocation
+
+    def accept(
+        self,
+        entry: QueuedPod,
+        decision: Decision,
+        started: float,
+        active: ActiveProfile,
+        volumes: PodVolumes,
+        allocation: str | None,
+    ) -> None:
+        self.metrics.decisions.labels(active.source).inc()
+        self.spawn(self._bind(entry, decision, started, allocation, volumes))
+
+    def reject(
+        self,
+        entry: QueuedPod,
+        decision: Decision,
+        active: ActiveProfile,
+        started: float,
+        gang_message: str = "",
+    ) -> None:
+        """A failed attempt: back to the queue, then PostFilter (preemption) or the
+        FailedScheduling report. A gang's members report the gang's message and do not
+        preempt (the room one member's victims free is no use to a gang that fell short)."""
+        pod = entry.pod
         unschedulable = decision.status.code != Code.ERROR
         result = "unschedulable" if unschedulable else "error"
-        self.metrics.schedule_attempts.labels(result, profile).inc()
-        self.metrics.attempt_duration.labels(result, profile).observe(time.perf_counter() - started)
-        rejected_by = (
-            frozenset(decision.reason_counts) if decision.reason_counts else frozenset({"PreFilter"})
-        )
+        self.metrics.schedule_attempts.labels(result, pod.scheduler_name).inc()
+        elapsed = time.perf_counter() - started
+        self.metrics.attempt_duration.labels(result, pod.scheduler_name).observe(elapsed)
+        if gang_message:
+            rejected_by = frozenset({GANG_PLUGIN})
+        elif decision.reason_counts:
+            rejected_by = frozenset(decision.reason_counts)
+        else:
+            rejected_by = frozenset({"PreFilter"})
         self.queue.failed(pod.key, rejected_by, unschedulable=unschedulable)
-        if unschedulable and active.profile.preemption is not None:
+        if unschedulable and not gang_message and active.profile.preemption is not None:
             # PostFilter reports the attempt; one at a time per pod (the one under way
             # reports this attempt too).
             if pod.key not in self.preemptor.in_flight:
-                self._spawn(self._post_filter(pod, decision, active.profile))
+                self.spawn(self._post_filter(pod, decision, active.profile))
             return
         reason = "Unschedulable" if unschedulable else SCHEDULER_ERROR
-        self._spawn(self.reporter.failed(pod, decision.message, reason=reason))
+        self.spawn(self.reporter.failed(pod, gang_message or decision.message, reason=reason))
 
     async def _post_filter(self, pod: Pod, decision: Decision, profile: Profile) -> None:
         """DefaultPreemption for a pod that fits nowhere; its FailedScheduling says what
@@ -277,7 +332,7 @@ class SchedulerRuntime:
         self.cache.forget(entry.pod.key)
         self.metrics.schedule_attempts.labels("error", entry.pod.scheduler_name).inc()
         self.queue.failed(entry.pod.key, frozenset({"SchedulerError"}), unschedulable=False)
-        self._spawn(self.reporter.failed(entry.pod, message, reason=SCHEDULER_ERROR))
+        self.spawn(self.reporter.failed(entry.pod, message, reason=SCHEDULER_ERROR))
 
     async def _bind(
         self,
@@ -375,7 +430,7 @@ class SchedulerRuntime:
             }
         )
 
-    def _observe_cycle(self, decision: Decision, started: float, active: ActiveProfile) -> None:
+    def observe_cycle(self, decision: Decision, started: float, active: ActiveProfile) -> None:
         elapsed = time.perf_counter() - started
         profile = decision.pod.scheduler_name
         self.metrics.algorithm_duration.observe(elapsed)
@@ -399,56 +454,7 @@ class SchedulerRuntime:
             await asyncio.gather(*pending, return_exceptions=True)
         return len(pending)
 
-    def _spawn(self, coroutine: Any) -> None:
+    def spawn(self, coroutine: Any) -> None:
         task = asyncio.ensure_future(coroutine)
         self._binds.add(task)
         task.add_done_callback(self._binds.discard)
-
-    # ---- gauges ---------------------------------------------------------------
-
-    def _publish_experience_counters(self) -> None:
-        if self.experience is None:
-            return
-        counts = {"written": self.experience.written, **self.experience.dropped}
-        for name, value in counts.items():
-            delta = value - self._experience_seen.get(name, 0)
-            if delta > 0:
-                if name == "written":
-                    self.metrics.experience_records.inc(delta)
-                else:
-                    self.metrics.experience_dropped.labels(name).inc(delta)
-            self._experience_seen[name] = value
-
-    async def refresh_gauges(self) -> None:
-        model = None
-        while True:
-            self._publish_experience_counters()
-            sizes = self.queue.sizes()
-            for queue_name, size in sizes.items():
-                self.metrics.pending_pods.labels(queue_name.value).set(size)
-            self.metrics.unschedulable_pods.clear()
-            for (plugin, profile), count in self.queue.unschedulable_by_plugin().items():
-                self.metrics.unschedulable_pods.labels(plugin, profile).set(count)
-            state = self.cache.state
-            if len(state):
-                for name, column in (("cpu", CPU_COLUMN), ("memory", MEMORY_COLUMN)):
-                    allocatable = state.allocatable[:, column].sum()
-                    if allocatable:
-                        self.metrics.cluster_allocation.labels(name).set(
-                            state.requested[:, column].sum() / allocatable
-                        )
-                gpu_total = int(state.gpu_count.sum()) * 1000
-                if gpu_total:
-                    allocated = state.allocated_gpu_milli()
-                    self.metrics.cluster_allocation.labels("gpu").set(allocated / gpu_total)
-                    if model is None or model.typical is not self.policy.workload.current:
-                        model = FragmentationModel(self.policy.workload.current)
-                    idle = gpu_total - allocated
-                    frag = model.frag_amount(
-                        state.allocatable[:, CPU_COLUMN] - state.requested[:, CPU_COLUMN],
-                        state.gpu_free_milli,
-                        state.gpu_model_id,
-                        state.gpu_models,
-                    ).sum()
-                    self.metrics.gpu_fragmentation.set(frag / idle if idle else 0.0)
-            await asyncio.sleep(GAUGE_PERIOD_S)

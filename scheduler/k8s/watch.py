@@ -135,7 +135,10 @@ class ResourceWatch:
                 raise
             except Exception as error:
                 what = f"{self.what} dropped" if decoder is not None else f"{self.kind} listing failed"
-                log.warning("%s (%s: %s); retry in %ds", what, type(error).__name__, error, backoff)
+                # 404: a kind the API server does not serve (yet): a CRD not installed.
+                absent = isinstance(error, ApiException) and error.status == 404
+                level = logging.DEBUG if absent else logging.WARNING
+                log.log(level, "%s (%s: %s); retry in %ds", what, type(error).__name__, error, backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
             if decoder is not None:

@@ -272,6 +272,8 @@ def test_rbac_is_what_the_scheduler_calls_and_no_more(helm: Path) -> None:
         ("storage.k8s.io", "storageclasses", "watch"),
         ("storage.k8s.io", "csinodes", "list"),
         ("storage.k8s.io", "csinodes", "watch"),
+        ("scheduling.x-k8s.io", "podgroups", "list"),  # gangs, as Coscheduling reads them
+        ("scheduling.x-k8s.io", "podgroups", "watch"),
     }
     assert not any("resourceNames" in rule for rule in rules)
     role = only(docs, "Role", "-leader-election")

@@ -250,6 +250,7 @@ def test_requests_outside_the_rbac_are_refused(core: client.CoreV1Api, identity:
         ("", "persistentvolumes", "", "patch"),
         ("storage.k8s.io", "storageclasses", "", "list"), ("storage.k8s.io", "storageclasses", "", "watch"),
         ("storage.k8s.io", "csinodes", "", "list"), ("storage.k8s.io", "csinodes", "", "watch"),
+        ("scheduling.x-k8s.io", "podgroups", "", "list"), ("scheduling.x-k8s.io", "podgroups", "", "watch"),
     }  # fmt: skip
     leader_election = {
         ("coordination.k8s.io", "leases", "", "create"),

@@ -103,9 +103,11 @@ def check(
     pods: Sequence[Mapping[str, Any]],
     claims: Sequence[Mapping[str, Any]] = (),
     volumes: Sequence[Mapping[str, Any]] = (),
+    pod_groups: Sequence[Mapping[str, Any]] = (),
 ) -> list[str]:
     """Every violation found (empty: the placement is valid). ``claims`` and
-    ``volumes`` (PVCs and PVs) let it check the pods' volumes."""
+    ``volumes`` (PVCs and PVs) let it check the pods' volumes, ``pod_groups``
+    (scheduler-plugins' PodGroups) that no gang is bound in part."""
     by_name = {n["metadata"]["name"]: n for n in nodes}
     bound = [
         p
@@ -123,6 +125,30 @@ def check(
     _check_pod_affinity(by_name, bound, problems)
     _check_topology_spread(by_name, bound, problems)
     _check_volumes(by_name, bound, claims, volumes, problems)
+    problems.extend(_check_gangs(bound, pod_groups))
+    return problems
+
+
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+
+
+def _check_gangs(bound: Sequence[Mapping[str, Any]], pod_groups: Sequence[Mapping[str, Any]]) -> list[str]:
+    """A gang is bound whole or not at all: none of its pods, or at least ``minMember``."""
+    counts: dict[tuple[str, str], int] = {}
+    for pod in bound:
+        group = (pod["metadata"].get("labels") or {}).get(POD_GROUP_LABEL)
+        if group:
+            key = (pod["metadata"]["namespace"], group)
+            counts[key] = counts.get(key, 0) + 1
+    problems = []
+    for group in pod_groups:
+        meta = group["metadata"]
+        minimum = int((group.get("spec") or {}).get("minMember") or 1)
+        count = counts.get((meta["namespace"], meta["name"]), 0)
+        if 0 < count < minimum:
+            problems.append(
+                f"PodGroup {meta['namespace']}/{meta['name']}: {count} pods bound, minMember {minimum}"
+            )
     return problems
 
 

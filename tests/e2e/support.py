@@ -430,3 +430,25 @@ def _pipe(source: socket.socket, sink: socket.socket) -> None:
         for sock in (source, sink):
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
+
+
+POD_GROUP_CRD = Path(__file__).resolve().parents[2] / "helm" / "rl-scheduler" / "crds" / "podgroups.yaml"
+
+
+def ensure_pod_group_crd(api_client: client.ApiClient) -> None:
+    """The chart's PodGroup CRD (scheduler-plugins' API), created unless it exists, and
+    established."""
+    extensions = client.ApiextensionsV1Api(api_client)
+    crd = yaml.safe_load(POD_GROUP_CRD.read_text())
+    name = crd["metadata"]["name"]
+    try:
+        extensions.create_custom_resource_definition(crd)
+    except ApiException as error:
+        if error.status != 409:
+            raise
+
+    def established() -> bool:
+        conditions = extensions.read_custom_resource_definition(name).status.conditions or []
+        return any(c.type == "Established" and c.status == "True" for c in conditions)
+
+    wait_for(established, 60, f"CRD {name} to be established")

@@ -244,3 +244,34 @@ def test_checker_accepts_a_valid_placement() -> None:
         pod("c", "n1", affinity={"podAffinity": required_pod_terms("db", "zone")}),
     ]
     assert check(nodes, pods) == []
+
+
+def member(name: str, on: str, group: str = "job") -> dict[str, Any]:
+    """A pod of PodGroup ``group``; ``on`` "" leaves it pending."""
+    manifest = pod(name, on, labels={"scheduling.x-k8s.io/pod-group": group})
+    if not on:
+        del manifest["spec"]["nodeName"]
+    return manifest
+
+
+def pod_group(name: str, min_member: int) -> dict[str, Any]:
+    return {"metadata": {"namespace": "ns", "name": name}, "spec": {"minMember": min_member}}
+
+
+@pytest.mark.parametrize(
+    ("members", "problems"),
+    [
+        # 2 of minMember 3 bound: a gang in part.
+        (
+            [member("a", "n1"), member("b", "n2"), member("c", "")],
+            ["PodGroup ns/job: 2 pods bound, minMember 3"],
+        ),
+        ([member("a", ""), member("b", ""), member("c", "")], []),  # none bound
+        ([member("a", "n1"), member("b", "n1"), member("c", "n2")], []),  # all bound
+        # Bound members of another group, or of none, do not count.
+        ([member("a", "n1", "other"), pod("b", "n1"), member("c", "")], []),
+    ],
+)
+def test_checker_finds_gangs_bound_in_part(members: list[dict[str, Any]], problems: list[str]) -> None:
+    nodes = [node("n1"), node("n2")]
+    assert check(nodes, members, pod_groups=[pod_group("job", 3)]) == problems

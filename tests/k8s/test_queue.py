@@ -131,3 +131,58 @@ def test_readding_a_known_pod_updates_it_in_place() -> None:
     assert entry is not None
     assert entry.pod.cpu_milli == 2000
     assert q.pop() is None
+
+
+def parked(q: SchedulingQueue, *names: str) -> None:
+    """Pop ``names`` and fail each as unschedulable: they wait for a change."""
+    for name in names:
+        entry = q.pop()
+        assert entry is not None
+        assert entry.pod.name == name
+        q.failed(entry.pod.key, frozenset({"Coscheduling"}), unschedulable=True)
+
+
+@pytest.mark.parametrize(
+    ("setup", "taken", "left"),
+    [
+        # A gang cycle takes its members from whichever pool they wait in.
+        ("active", "default/b", ["a"]),
+        ("unschedulable", "default/b", ["a"]),
+        ("gated", None, ["a"]),  # a gated member is not ready: not taken
+        ("absent", None, ["a", "b"]),
+    ],
+)
+def test_take_hands_out_a_member_from_any_pool(setup: str, taken: str | None, left: list[str]) -> None:
+    q, clock = queue()
+    q.add(make_pod("a"))
+    if setup == "gated":
+        gated = pod_manifest("b")
+        gated["spec"]["schedulingGates"] = [{"name": "example.com/wait"}]
+        q.add(pod_from_manifest(gated))
+    elif setup != "absent":
+        q.add(make_pod("b"))
+    if setup == "unschedulable":
+        parked(q, "a", "b")  # both wait for a change; then one comes for a
+        q.move_to_active_or_backoff(["default/a"])
+        clock.now += 10
+    key = "default/b" if setup != "absent" else "default/x"
+    entry = q.take(key)
+    assert (entry.pod.key if entry else None) == taken
+    if entry is not None:
+        assert key in q
+        assert q.take(key) is None
+        q.done(key)
+    if setup == "absent":
+        q.add(make_pod("b"))
+    assert keys(q) == left
+
+
+def test_move_to_active_or_backoff_moves_only_the_named_unschedulable_pods() -> None:
+    q, clock = queue()
+    for name in ("a", "b", "c"):
+        q.add(make_pod(name))
+    parked(q, "a", "b", "c")
+    assert q.move_to_active_or_backoff(["default/a", "default/c", "default/none"]) == 2
+    clock.now += 1  # the first backoff
+    assert keys(q) == ["a", "c"]
+    assert q.sizes()[QueueName.UNSCHEDULABLE] == 1

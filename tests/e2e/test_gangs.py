@@ -1,0 +1,174 @@
+"""Gang scheduling against the dev cluster, with scheduler-plugins' PodGroups: a gang
+binds whole or not at all, is reported while it cannot, binds once room appears, and
+two gangs competing for the same GPUs never deadlock.
+
+GPU nodes of 2 GPUs each (KWOK, registered as HAMi does); every worker asks for one
+whole GPU (100% of its cores and memory), so the arithmetic is a count of GPUs."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from devcluster import nodes as devnodes
+from scheduler.objects.pod_group import GROUP, PLURAL, POD_GROUP_LABEL, VERSION
+from tests.e2e import checker
+from tests.e2e.support import (
+    api_dicts,
+    create_pods,
+    ensure_pod_group_crd,
+    pod_events,
+    replace_nodes,
+    running_scheduler,
+    scratch_namespace,
+    wait_for,
+)
+from tests.e2e.workloads import pod
+
+pytestmark = pytest.mark.cluster
+SCHEDULER = "rl-gangs"
+GPU_NODE = devnodes.NodeType(32_000, 131_072, 2, "V100M32")
+
+
+def gpu_nodes(*names: str) -> list[devnodes.NodeSpec]:
+    return [
+        devnodes.NodeSpec(name, GPU_NODE, "zone-a", f"zone-a-rack-{i // 2}") for i, name in enumerate(names)
+    ]
+
+
+@pytest.fixture(scope="module")
+def core(dev_cluster: Any) -> client.CoreV1Api:
+    api = dev_cluster.core_v1()
+    ensure_pod_group_crd(api.api_client)
+    return api
+
+
+@pytest.fixture(scope="module")
+def scheduler(
+    dev_cluster: Any, core: client.CoreV1Api, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Path]:
+    logs = tmp_path_factory.mktemp("logs")
+    with running_scheduler(dev_cluster.kubeconfig, SCHEDULER, logs) as process:
+        yield process.log_path
+
+
+@pytest.fixture
+def namespace(core: client.CoreV1Api, request: pytest.FixtureRequest) -> Iterator[str]:
+    with scratch_namespace(core, "e2e-gangs", request.node.nodeid) as name:
+        yield name
+
+
+def create_group(core: client.CoreV1Api, namespace: str, name: str, min_member: int) -> None:
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"minMember": min_member, "scheduleTimeoutSeconds": 60},
+    }
+    client.CustomObjectsApi(core.api_client).create_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, body
+    )
+
+
+def workers(namespace: str, group: str, count: int) -> list[dict[str, Any]]:
+    return [
+        pod(f"{group}-{i}", namespace, SCHEDULER, gpus=1, gpu_percent=100, labels={POD_GROUP_LABEL: group})
+        for i in range(count)
+    ]
+
+
+def bound(core: client.CoreV1Api, namespace: str, group: str) -> list[str]:
+    pods = core.list_namespaced_pod(namespace, label_selector=f"{POD_GROUP_LABEL}={group}").items
+    return sorted(p.metadata.name for p in pods if p.spec.node_name)
+
+
+def failures(core: client.CoreV1Api, namespace: str, name: str) -> list[str]:
+    return [e.message for e in pod_events(core, namespace, name) if e.reason == "FailedScheduling"]
+
+
+def violations(core: client.CoreV1Api, namespace: str) -> list[str]:
+    groups = client.CustomObjectsApi(core.api_client).list_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL
+    )
+    return checker.check(
+        api_dicts(core, core.list_node().items),
+        api_dicts(core, core.list_namespaced_pod(namespace).items),
+        pod_groups=groups["items"],
+    )
+
+
+def test_a_gang_of_8_with_room_for_6_binds_none_reports_it_and_binds_all_8_once_room_appears(
+    core: client.CoreV1Api, scheduler: Path, namespace: str
+) -> None:
+    replace_nodes(core, gpu_nodes("gang-a", "gang-b", "gang-c"))  # 6 GPUs
+    create_group(core, namespace, "train", 8)
+    create_pods(core, workers(namespace, "train", 8))
+    expected = f"PodGroup {namespace}/train gets rejected: 6 of the 8 pods it needs could be placed at once"
+
+    def all_reported() -> bool:
+        return all(any(expected in m for m in failures(core, namespace, f"train-{i}")) for i in range(8))
+
+    wait_for(all_reported, 60, "every member's FailedScheduling naming the gang")
+    time.sleep(2)  # nothing binds meanwhile either
+    assert bound(core, namespace, "train") == []
+    devnodes.create_nodes(core, gpu_nodes("gang-a", "gang-b", "gang-c", "gang-d")[3:])
+    wait_for(lambda: len(bound(core, namespace, "train")) == 8, 90, "all 8 workers to bind")
+    assert violations(core, namespace) == []
+    # A GPU gang takes the fewest nodes: 8 one-GPU workers, 2 per node.
+    nodes = {p.spec.node_name for p in core.list_namespaced_pod(namespace).items}
+    assert len(nodes) == 4
+
+
+def test_a_group_waits_for_its_pod_group_and_its_members_then_binds(
+    core: client.CoreV1Api, scheduler: Path, namespace: str
+) -> None:
+    replace_nodes(core, gpu_nodes("gang-a", "gang-b"))
+    create_pods(core, workers(namespace, "late", 2))
+    wait_for(
+        lambda: any(f"PodGroup {namespace}/late not found" in m for m in failures(core, namespace, "late-0")),
+        60,
+        "the missing PodGroup reported",
+    )
+    create_group(core, namespace, "late", 3)  # 2 pods of minMember 3
+    wait_for(
+        lambda: any(
+            "current pods number: 2, minMember of group: 3" in m for m in failures(core, namespace, "late-0")
+        ),
+        60,
+        "the missing member reported",
+    )
+    assert bound(core, namespace, "late") == []
+    create_pods(core, workers(namespace, "late", 3)[2:])
+    wait_for(lambda: len(bound(core, namespace, "late")) == 3, 60, "the 3 members to bind")
+    assert violations(core, namespace) == []
+
+
+def test_two_gangs_competing_for_the_same_gpus_never_deadlock(
+    core: client.CoreV1Api, scheduler: Path, namespace: str
+) -> None:
+    replace_nodes(core, gpu_nodes("gang-a", "gang-b", "gang-c", "gang-d"))  # 8 GPUs
+    for group in ("blue", "green"):
+        create_group(core, namespace, group, 6)
+    # Interleaved, so each gang's members arrive between the other's: 12 workers, 8 GPUs.
+    blue, green = workers(namespace, "blue", 6), workers(namespace, "green", 6)
+    create_pods(core, [m for pair in zip(blue, green, strict=True) for m in pair], workers=1)
+
+    def one_gang_whole() -> bool:
+        counts = sorted(len(bound(core, namespace, g)) for g in ("blue", "green"))
+        return counts == [0, 6]
+
+    wait_for(one_gang_whole, 90, "one gang bound whole, the other not at all")
+    first = "blue" if bound(core, namespace, "blue") else "green"
+    second = "green" if first == "blue" else "blue"
+    assert violations(core, namespace) == []
+    # The gang that got the GPUs finishes: the other takes them, whole.
+    core.delete_collection_namespaced_pod(
+        namespace, label_selector=f"{POD_GROUP_LABEL}={first}", grace_period_seconds=0
+    )
+    wait_for(lambda: len(bound(core, namespace, second)) == 6, 90, f"gang {second} to bind whole")
+    assert violations(core, namespace) == []
