@@ -28,7 +28,7 @@ from safetensors.numpy import load_file
 
 from scheduler.errors import SchedulerInputError
 from scheduler.policy.config import PER_NODE_KINDS, ScorerConfig, per_node_shapes
-from scheduler.policy.graph import FEATURE_SCHEMA_VERSION, NODE_FEATURES, PAIR_FEATURES, POD_FEATURES
+from scheduler.policy.features import FEATURE_SCHEMA_VERSION, NODE_FEATURES, PAIR_FEATURES, POD_FEATURES
 
 FORMAT = "rl-scheduler-policy"
 FORMAT_VERSION = 1
