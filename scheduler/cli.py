@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from scheduler import __version__
 from scheduler.cli_values import CommandLineParser
-from scheduler.errors import SchedulerInputError
+from scheduler.errors import CommandLineError, SchedulerInputError
 from scheduler.k8s import cli as run_cli
 from scheduler.learn import cli as learn_cli
 from scheduler.online import cli as online_cli
@@ -106,6 +106,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         code: int = args.handler(args)
+    except CommandLineError as error:
+        print(error.line, file=sys.stderr)
+        return 2
     except SchedulerInputError as error:
         print(f"rl-scheduler: error: {error}", file=sys.stderr)
         return 2

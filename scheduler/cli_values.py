@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, NoReturn, TypeVar
@@ -24,13 +25,36 @@ Number = TypeVar("Number", int, float)
 
 # Seeds go to Go's math/rand (an int64 in the FGD simulator), numpy and torch.
 MAX_SEED = 2**63 - 1
+# Seeds in one command: ten thousand replays per policy is far past any study's need,
+# and a range such as 0-99999999999 would otherwise fill memory before the first one.
+MAX_SEEDS = 10_000
 
 
 class CommandLineParser(argparse.ArgumentParser):
-    """``argparse`` with its errors on one line (the usage is one ``--help`` away)."""
+    """``argparse`` with its errors on one line (the usage is one ``--help`` away); an
+    option the chosen subcommand does not have is reported by that subcommand
+    (``rl-scheduler train imitation: error: unrecognized arguments: --kind gnn``)."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            chosen_parser(self, parsed).error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+
+def chosen_parser(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> argparse.ArgumentParser:
+    """The innermost subcommand's parser that ``parsed`` went through."""
+    while True:
+        subcommands = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        chosen = getattr(parsed, subcommands.dest, None) if subcommands is not None else None
+        if subcommands is None or chosen not in subcommands.choices:
+            return parser
+        parser = subcommands.choices[chosen]
 
 
 @dataclass(frozen=True)
@@ -93,11 +117,11 @@ Fraction = Annotated[float, FRACTION]
 Probability = Annotated[float, PROBABILITY]
 
 
-def _seed(text: str) -> int:
+def _seed(text: str, given: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected e.g. 42-51 or 42,43") from None
+        raise argparse.ArgumentTypeError(f"{given!r}: expected e.g. 42-51 or 42,43") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"{value}: seeds are non-negative integers")
     if value > MAX_SEED:
@@ -106,7 +130,8 @@ def _seed(text: str) -> int:
 
 
 def parse_seeds(text: str) -> list[int]:
-    """``42-51`` (both ends included), ``42,45,50`` or a mix; seeds are non-negative."""
+    """``42-51`` (both ends included), ``42,45,50`` or a mix; seeds are non-negative,
+    each given once, at most ``MAX_SEEDS`` of them (a replay per seed and policy)."""
     seeds: list[int] = []
     for raw in text.split(","):
         part = raw.strip()
@@ -114,25 +139,51 @@ def parse_seeds(text: str) -> list[int]:
             continue
         low, dash, high = part[1:].partition("-")  # a leading '-' is a sign, not a range
         if not dash:
-            seeds.append(_seed(part))
+            seeds.append(_seed(part, part))
             continue
-        first, last = _seed(part[0] + low), _seed(high)
+        first, last = _seed(part[0] + low, part), _seed(high, part)
         if first > last:
             raise argparse.ArgumentTypeError(
                 f"{part!r} is a reversed range; write the lower seed first ({last}-{first})"
             )
+        if len(seeds) + last - first + 1 > MAX_SEEDS:  # before the list is built
+            raise argparse.ArgumentTypeError(
+                f"{part!r} is {last - first + 1} seeds; at most {MAX_SEEDS} in all"
+            )
         seeds.extend(range(first, last + 1))
     if not seeds:
         raise argparse.ArgumentTypeError(f"{text!r}: no seed given")
+    if len(seeds) > MAX_SEEDS:
+        raise argparse.ArgumentTypeError(f"{len(seeds)} seeds given; at most {MAX_SEEDS}")
+    repeated = next((seed for seed, times in Counter(seeds).items() if times > 1), None)
+    if repeated is not None:  # a seed replayed twice would weigh double in every mean
+        raise argparse.ArgumentTypeError(f"{text!r} names seed {repeated} more than once")
     return seeds
+
+
+def numbers(kind: type[Number], count: int, bounds: Range = Range()) -> Callable[[str], tuple[Number, ...]]:
+    """An argparse ``type``: ``A,B,...``, exactly ``count`` values of ``kind`` within
+    ``bounds`` (each value has a meaning by its position)."""
+    one = number(kind, bounds)
+
+    def parse(text: str) -> tuple[Number, ...]:
+        values = tuple(one(part.strip()) for part in text.split(","))
+        if len(values) != count:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {count} values A,B,..., got {len(values)}")
+        return values
+
+    parse.__name__ = kind.__name__
+    return parse
 
 
 @dataclass(frozen=True)
 class Check:
     """An argparse ``type`` for a dataclass field (``Annotated[Path, Check(existing_dir)]``);
-    on a tuple field it checks each element."""
+    on a tuple field it checks each element, or with ``each=False`` the whole text
+    (``Check(numbers(float, 6), each=False)``)."""
 
     parse: Callable[[str], object]
+    each: bool = True
 
 
 def named_by(lookup: Callable[[str], object]) -> Callable[[str], str]:

@@ -17,6 +17,17 @@ class SchedulerInputError(ValueError):
         return (type(self), (self.obj, self.field, self.problem))
 
 
+class CommandLineError(SchedulerInputError):
+    """An option whose value turned out unusable once the command started (a kubeconfig
+    that does not load, a folder it cannot write): ``obj`` is the command
+    (``"run"``, ``"policy submit"``), ``field`` the option (``"--kubeconfig"``)."""
+
+    @property
+    def line(self) -> str:
+        """The one line ``rl-scheduler`` prints, in argparse's shape."""
+        return f"rl-scheduler {self.obj}: error: argument {self.field}: {self.problem}"
+
+
 class QuantityError(SchedulerInputError):
     """A Kubernetes quantity that does not parse or is out of range."""
 

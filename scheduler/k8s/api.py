@@ -24,6 +24,7 @@ from urllib.parse import quote
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from scheduler.k8s.credentials import default_kubeconfig
 from scheduler.k8s.ratelimit import TokenBucket
 from scheduler.k8s.settings import ClientSettings
 from scheduler.k8s.transport import ApiTransport
@@ -92,7 +93,9 @@ def load_client_config(settings: ClientSettings) -> client.Configuration:
         try:
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         except config.ConfigException:
-            config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=default_kubeconfig(), client_configuration=configuration
+            )
     # One connection per worker thread, and a few for the calls of the event loop's own.
     configuration.connection_pool_maxsize = settings.workers + 4
     # Our callers retry with a log line and a backoff; urllib3's own silent retries (3 by

@@ -6,10 +6,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scheduler.cli_values import COUNT, POSITIVE, existing_dir, existing_file, number
-from scheduler.errors import SchedulerInputError
+from scheduler.errors import CommandLineError
+
+if TYPE_CHECKING:
+    from scheduler.k8s.settings import Settings
 
 
 def register(commands: Any) -> None:
@@ -38,15 +41,31 @@ def register(commands: Any) -> None:
     parser.set_defaults(handler=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def check_credentials(args: argparse.Namespace, settings: Settings) -> None:
+    """Load the client's credentials once before anything starts; none is one line
+    naming where the kubeconfig was given (the option, or the settings' field)."""
     from kubernetes.config import ConfigException  # noqa: PLC0415
 
+    from scheduler.k8s.api import load_client_config  # noqa: PLC0415
+    from scheduler.k8s.credentials import kubeconfig_problem  # noqa: PLC0415
+    from scheduler.k8s.settings import SettingsError  # noqa: PLC0415
+
+    try:
+        load_client_config(settings.client)
+    except ConfigException as error:
+        problem = kubeconfig_problem(settings.client.kubeconfig, error)
+        if args.kubeconfig is None and settings.client.kubeconfig is not None:
+            raise SettingsError(str(args.config or "settings"), "client.kubeconfig", problem) from None
+        raise CommandLineError("run", "--kubeconfig", problem) from None
+
+
+def run(args: argparse.Namespace) -> int:
     from scheduler.k8s.operator import (  # noqa: PLC0415 - keeps other commands light
         configure_logging,
         exit_past_blocked_calls,
     )
     from scheduler.k8s.operator import run as run_operator  # noqa: PLC0415
-    from scheduler.k8s.settings import SettingsError, load_settings  # noqa: PLC0415
+    from scheduler.k8s.settings import load_settings  # noqa: PLC0415
 
     client: dict[str, Any] = {}
     overrides: dict[str, Any] = {
@@ -68,19 +87,8 @@ def run(args: argparse.Namespace) -> int:
         updates["leader_election"] = settings.leader_election.model_copy(update={"enabled": False})
     if updates:
         settings = settings.model_copy(update=updates)
+    check_credentials(args, settings)
     configure_logging(settings.log_level)
-    try:
-        asyncio.run(run_operator(settings))
-    except ConfigException as error:
-        # No in-cluster configuration and no readable kubeconfig: a bad command line.
-        path = settings.client.kubeconfig
-        if args.kubeconfig is not None:
-            raise SchedulerInputError("run", "--kubeconfig", f"{args.kubeconfig}: {error}") from None
-        problem = (
-            "no such file"
-            if path is not None and not path.exists()
-            else f"{error} (outside a cluster, pass --kubeconfig or set KUBECONFIG)"
-        )
-        raise SettingsError(str(path or "kubeconfig"), "client.kubeconfig", problem) from None
+    asyncio.run(run_operator(settings))
     exit_past_blocked_calls(0)
     return 0

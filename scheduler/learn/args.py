@@ -57,7 +57,8 @@ def _value_type(hint: Any) -> tuple[Any, dict[str, Any]]:
         base, *extras = get_args(hint)
         check = next((e for e in extras if isinstance(e, Check)), None)
         if check is not None:
-            return (_tuple_of(check.parse) if get_origin(base) is tuple else check.parse), {}
+            each = check.each and get_origin(base) is tuple
+            return (_tuple_of(check.parse) if each else check.parse), {}
         bounds = next((e for e in extras if isinstance(e, Range)), Range())
         return number(base, bounds), {}
     if get_origin(hint) is Literal:

@@ -28,7 +28,8 @@ from gymnasium import spaces
 from scheduler.learn.episode import Episode, EpisodeSpec, make_episode
 from scheduler.objects.pod import Pod
 from scheduler.plugins.profiles import default_filters
-from scheduler.policy.graph import NODE_FEATURES, PAIR_FEATURES, POD_FEATURES, GraphBuilder, feasible_nodes
+from scheduler.policy.features import NODE_FEATURES, PAIR_FEATURES, POD_FEATURES
+from scheduler.policy.graph import GraphBuilder, feasible_nodes
 from scheduler.resources.gpu import MILLI_PER_GPU
 from scheduler.state.cluster_state import ClusterState, IntArray
 from scheduler.state.gpu_fit import gpus_fitting

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import multiprocessing
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -30,11 +31,15 @@ from tqdm import tqdm
 
 from scheduler.learn.episode import EpisodeSpec, make_episode, run_episode
 from scheduler.learn.options import EsArgs
+from scheduler.objects.pod import Pod
 from scheduler.policy.checkpoint import Manifest, load_checkpoint, save_checkpoint
 from scheduler.policy.model import NodeScorer, numpy_scorer
 from scheduler.policy.plugin import GnnScore, model_profile
+from scheduler.state.cluster_state import ClusterState
+from scheduler.state.fragmentation import TypicalPods
 
 FloatArray = npt.NDArray[np.float64]
+STD_PODS = 20  # arrivals the hidden units' std is measured on
 
 
 # ---- the parameter vector ----------------------------------------------------------
@@ -93,24 +98,27 @@ def _fitness(task: tuple[FloatArray, EpisodeSpec]) -> float:
     return run_episode(episode, profile).saturation_allocation()
 
 
-def hidden_activation_std(model: NodeScorer, spec: EpisodeSpec) -> float:
-    """Std of the head's hidden units on one episode's first pods (sets the scale of
-    the last layer's perturbations)."""
-    episode = make_episode(spec)
-    plugin = GnnScore(numpy_scorer(model), episode.typical)
-    state = episode.fresh_state()
+def hidden_activation_std(
+    model: NodeScorer, typical: TypicalPods, state: ClusterState, pods: Sequence[Pod]
+) -> float:
+    """Std of the head's hidden units over every node of ``state`` for each of ``pods``
+    (sets the scale of the last layer's perturbations; the online tuning measures it on
+    the twin the same way)."""
+    plugin = GnnScore(numpy_scorer(model), typical)
+    nodes = np.arange(len(state), dtype=np.int64)
+    embedding = plugin.cached.embeddings(state)
     rows = []
-    for pod in episode.arrivals[:20]:
-        nodes = np.arange(len(state), dtype=np.int64)
-        plugin.cached.refresh(state)
+    for pod in pods:
         pair_x, _ = plugin.builder.pair_features(state, pod, nodes)
         pod_x = plugin.builder.pod_features(pod, state)
-        scorer = plugin.cached.scorer
-        features = np.concatenate(
-            [plugin.cached._embedding, pair_x, np.broadcast_to(pod_x, (nodes.size, pod_x.size))], axis=1
-        )
-        rows.append(np.maximum(features @ scorer.head_w1 + scorer.head_b1, 0.0))
+        rows.append(plugin.cached.scorer.head_hidden(embedding, pair_x, pod_x))
     return float(np.concatenate(rows).std())
+
+
+def episode_activation_std(model: NodeScorer, spec: EpisodeSpec) -> float:
+    """``hidden_activation_std`` on a trace episode's first arrivals."""
+    episode = make_episode(spec)
+    return hidden_activation_std(model, episode.typical, episode.fresh_state(), episode.arrivals[:STD_PODS])
 
 
 @dataclass
@@ -149,7 +157,7 @@ def main(args: EsArgs) -> Path:
     init = load_checkpoint(args.init)
     model = init.model
     theta = get_vector(model)
-    std = hidden_activation_std(model, EpisodeSpec(args.traces[0], args.seed, args.node_fraction))
+    std = episode_activation_std(model, EpisodeSpec(args.traces[0], args.seed, args.node_fraction))
     scale = scales(model, args, std)
     optimizer = Adam(args.learning_rate)
     history: list[dict[str, Any]] = []

@@ -30,7 +30,8 @@ from scheduler.learn.teacher import ReserveScore
 from scheduler.plugins.profiles import default_filters, register_profile
 from scheduler.plugins.registry import ProfileContext
 from scheduler.policy.checkpoint import Manifest, save_checkpoint
-from scheduler.policy.config import ScorerConfig
+from scheduler.policy.config import PRIOR_POINTS, ScorerConfig
+from scheduler.policy.features import FGD_SCORE
 from scheduler.policy.graph import GraphBuilder
 from scheduler.policy.model import NodeScorer
 from scheduler.sim.synthetic import SyntheticSpec, run_synthetic
@@ -174,7 +175,7 @@ def main(args: ImitationArgs) -> Path:
                     node_x, edges, candidates, pair_x, pod_x, target = collate(batch)
                     embedding = model.embed(node_x, edges)[candidates]
                     logits = model.head_logits(embedding, pair_x, pod_x)
-                    residual = logits - pair_x[:, 0] * 100.0 * config.prior_weight
+                    residual = logits - pair_x[:, FGD_SCORE] * PRIOR_POINTS * config.prior_weight
                     loss = torch.nn.functional.mse_loss(residual, target)
                     optimizer.zero_grad()
                     loss.backward()  # type: ignore[no-untyped-call]

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated
 
 from scheduler.cli_values import (
+    NON_NEGATIVE,
     Check,
     Count,
     Fraction,
@@ -19,6 +20,7 @@ from scheduler.cli_values import (
     Seed,
     existing_dir,
     named_by,
+    numbers,
 )
 from scheduler.policy.config import ScorerKind
 from scheduler.sim.catalog import pod_list_path
@@ -27,6 +29,8 @@ from scheduler.sim.catalog import pod_list_path
 Traces = Annotated[tuple[str, ...], Check(named_by(pod_list_path))]
 # A checkpoint folder that must exist.
 CheckpointDir = Annotated[Path, Check(existing_dir)]
+# ES perturbation scales of the reserve term's six parameters, in their order.
+ReserveScales = Annotated[tuple[float, ...], Check(numbers(float, 6, NON_NEGATIVE), each=False)]
 
 
 @dataclass
@@ -83,7 +87,7 @@ class EsArgs:
     """perturbation size, in units of each parameter group's scale"""
     learning_rate: Positive = 0.3
     """Adam step size, in the same units"""
-    reserve_scale: tuple[float, ...] = (0.5, 2.0, 0.5, 0.5, 0.5, 0.25)
+    reserve_scale: ReserveScales = (0.5, 2.0, 0.5, 0.5, 0.5, 0.25)
     """scales of reserve base, pressure slope, share/whole/CPU-only offsets, price per core"""
     head_scale: NonNegative = 0.25
     """scale of the head's last layer, in points of residual per unit of hidden activation std"""

@@ -3,8 +3,10 @@
 Read top to bottom: arguments, seeding, the actor-critic (a ``NodeScorer`` with a
 value head; the actor's logits over the feasible nodes divided by a temperature),
 the rollout loop, GAE, the clipped update, TensorBoard logging under ``charts/``
-and ``losses/``, the checkpoint. Each decision is its own graph; a minibatch is their
-disjoint union, with a softmax per decision over its feasible nodes.
+and ``losses/``, the checkpoint. Each decision is its own graph; for the per-node
+kinds (gnn, mlp) a minibatch is their disjoint union, for the seed projects' fixed
+action lists (flat-mlp, pooled-gnn) one forward pass per decision; either way a
+softmax per decision over its feasible nodes.
 
 This is the honest-comparison path (and the seed projects' algorithm family); on two
 cores the shipped policy is trained by imitation and ES instead (``es.py``).
@@ -28,7 +30,7 @@ from tqdm import tqdm
 from scheduler.learn.env import SchedulingEnv
 from scheduler.learn.options import PpoArgs
 from scheduler.policy.checkpoint import Manifest, load_checkpoint, save_checkpoint
-from scheduler.policy.config import SCORER_KINDS, ScorerConfig
+from scheduler.policy.config import PER_NODE_KINDS, SCORER_KINDS, ScorerConfig
 from scheduler.policy.model import NodeScorer
 
 
@@ -46,21 +48,11 @@ class Step:
     done: bool = False
 
 
-def forward_batch(
-    model: NodeScorer, steps: list[Step], temperature: float
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Log-probabilities of the taken actions, entropies, values, logits of a batch."""
-    offset, node_x, edges, candidates, pair_x, pod_rows, pod_x, group, graph = (
-        0,
-        [],
-        [],
-        [],
-        [],
-        [],
-        [],
-        [],
-        [],
-    )
+def per_node_logits_and_values(model: NodeScorer, steps: list[Step]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-node kinds (gnn, mlp): the batch as one disjoint union of graphs; each
+    candidate's logit from its own embedding, each decision's value from the mean of its
+    graph's embeddings and the pod."""
+    offset, node_x, edges, candidates, pair_x, pod_rows, pod_x, graph = 0, [], [], [], [], [], [], []
     for i, step in enumerate(steps):
         node_x.append(step.node_x)
         edges.append(step.edge_index + offset)
@@ -68,29 +60,50 @@ def forward_batch(
         pair_x.append(step.pair_x)
         pod_rows.append(np.broadcast_to(step.pod_x, (step.candidates.size, step.pod_x.size)))
         pod_x.append(step.pod_x)
-        group.append(np.full(step.candidates.size, i))
         graph.append(np.full(step.node_x.shape[0], i))
         offset += step.node_x.shape[0]
     x = torch.from_numpy(np.concatenate(node_x))
     edge_index = torch.from_numpy(np.concatenate(edges, axis=1))
     embedding = model.embed(x, edge_index)
-    index = torch.from_numpy(np.concatenate(group))
-    logits = (
-        model.head_logits(
-            embedding[torch.from_numpy(np.concatenate(candidates))],
-            torch.from_numpy(np.concatenate(pair_x)),
-            torch.from_numpy(np.concatenate(pod_rows)),
-        )
-        / temperature
+    logits = model.head_logits(
+        embedding[torch.from_numpy(np.concatenate(candidates))],
+        torch.from_numpy(np.concatenate(pair_x)),
+        torch.from_numpy(np.concatenate(pod_rows)),
     )
+    assert model.value is not None
+    pooled = global_mean_pool(embedding, torch.from_numpy(np.concatenate(graph)))
+    values = model.value(torch.cat([pooled, torch.from_numpy(np.stack(pod_x))], dim=1)).squeeze(1)
+    return logits, values
+
+
+def fixed_action_logits_and_values(model: NodeScorer, steps: list[Step]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The seed designs (flat-mlp, pooled-gnn): the whole cluster maps to one logit per
+    node position, so each decision is its own forward pass; candidates past
+    ``max_nodes`` get -1e9 (``NodeScorer.forward``)."""
+    logits, values = [], []
+    for step in steps:
+        node_x, edges = torch.from_numpy(step.node_x), torch.from_numpy(step.edge_index)
+        pod_x = torch.from_numpy(step.pod_x)
+        candidates = torch.from_numpy(step.candidates)
+        logits.append(model(node_x, edges, candidates, torch.from_numpy(step.pair_x), pod_x))
+        values.append(model.state_value(node_x, edges, pod_x))
+    return torch.cat(logits), torch.stack(values)
+
+
+def forward_batch(
+    model: NodeScorer, steps: list[Step], temperature: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Log-probabilities of the taken actions, entropies, values, logits of a batch."""
+    per_node = model.config.kind in PER_NODE_KINDS
+    forward = per_node_logits_and_values if per_node else fixed_action_logits_and_values
+    raw, values = forward(model, steps)
+    logits = raw / temperature
+    index = torch.from_numpy(np.concatenate([np.full(s.candidates.size, i) for i, s in enumerate(steps)]))
     probs = grouped_softmax(logits, index)
     logp = torch.log(probs + 1e-12)
     entropy = scatter(-probs * logp, index, dim=0, dim_size=len(steps), reduce="sum")
     starts = np.concatenate([[0], np.cumsum([s.candidates.size for s in steps])[:-1]])
     taken = torch.from_numpy(starts + np.array([s.action for s in steps]))
-    assert model.value is not None
-    pooled = global_mean_pool(embedding, torch.from_numpy(np.concatenate(graph)))
-    values = model.value(torch.cat([pooled, torch.from_numpy(np.stack(pod_x))], dim=1)).squeeze(1)
     return logp[taken], entropy, values, logits
 
 
@@ -115,8 +128,6 @@ def main(args: PpoArgs) -> Path:  # noqa: PLR0915 - one readable script, as Clea
         fixed = args.kind in ("flat-mlp", "pooled-gnn")
         config = ScorerConfig(kind=args.kind, value_head=True, max_nodes=nodes if fixed else 0)
         model = NodeScorer(config)
-    if config.kind not in ("gnn", "mlp"):
-        raise ValueError("this PPO script batches per-node scorers (gnn, mlp)")
     optimizer = torch.optim.Adam(model.parameters(), lr=args.learning_rate, eps=1e-5)
 
     episode_seed = args.seed * 1000

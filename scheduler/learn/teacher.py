@@ -38,6 +38,8 @@ from scheduler.plugins.args import PluginArgs
 from scheduler.plugins.profiles import build_profile
 from scheduler.plugins.registry import ProfileContext
 from scheduler.policy.config import RESERVE_MAX, RESERVE_MIN
+from scheduler.policy.features import CPU_LEFT_AFTER, FGD_SCORE
+from scheduler.policy.gpu_choice import fgd_gpus
 from scheduler.policy.graph import GraphBuilder
 from scheduler.policy.scoring import integer_scores
 from scheduler.state.cluster_state import ClusterState, IntArray
@@ -77,13 +79,13 @@ class ReserveScore:
         reserve = reserve_cores_per_gpu(self.builder, state)
         shape = pod_shape(pod)
         idle_after = state.gpu_free_milli[nodes].sum(axis=1) - shape.gpu_count * shape.gpu_milli
-        cores_after = pair_x[:, 2].astype(np.float64) * 128.0  # cpu_left_after is / 128 cores
+        cores_after = pair_x[:, CPU_LEFT_AFTER].astype(np.float64) * 128.0  # / 128 cores
         shortfall: npt.NDArray[np.float64] = np.maximum(reserve * idle_after / 1000.0 - cores_after, 0.0)
         return shortfall
 
     def values(self, state: ClusterState, pod: Pod, nodes: IntArray) -> npt.NDArray[np.float64]:
         pair_x, _ = self.builder.pair_features(state, pod, nodes)
-        fgd = np.rint(pair_x[:, 0].astype(np.float64) * 100.0)
+        fgd = np.rint(pair_x[:, FGD_SCORE].astype(np.float64) * 100.0)
         return fgd + self._residual(state, pod, nodes, pair_x)
 
     def _residual(
@@ -92,7 +94,9 @@ class ReserveScore:
         _, supply = self.builder.cpu_demand_and_supply(state)
         if supply <= 0:
             # No GPUs: best fit on CPU, the resource that binds first in the synthetic mix.
-            packed: npt.NDArray[np.float64] = -self.weight * pair_x[:, 2].astype(np.float64) * 128.0
+            packed: npt.NDArray[np.float64] = (
+                -self.weight * pair_x[:, CPU_LEFT_AFTER].astype(np.float64) * 128.0
+            )
             return packed
         return -self.weight * self._shortfall_cores(state, pod, nodes, pair_x)
 
@@ -100,7 +104,7 @@ class ReserveScore:
         return integer_scores(self.values(ctx.state, ctx.pod, nodes).astype(np.float32))
 
     def select_gpus(self, ctx: CycleContext, node: int) -> tuple[int, ...]:
-        return self.builder.fgd_gpus(ctx, node)
+        return fgd_gpus(self.builder.frag, ctx, node)
 
 
 def reserve_score(_args: PluginArgs, ctx: ProfileContext) -> ReserveScore:

@@ -19,6 +19,7 @@ from scheduler.objects.pod import Pod
 from scheduler.plugins.profiles import user_preferences
 from scheduler.plugins.registry import ProfileContext
 from scheduler.policy.checkpoint import load_checkpoint
+from scheduler.policy.gpu_choice import fgd_gpus
 from scheduler.policy.graph import GraphBuilder
 from scheduler.policy.model import NodeScorer, quantize
 from scheduler.policy.plugin import model_profile
@@ -54,7 +55,7 @@ class TorchScore:
         return integer_scores(self.logits(ctx.state, ctx.pod, nodes))
 
     def select_gpus(self, ctx: CycleContext, node: int) -> tuple[int, ...]:
-        return self.builder.fgd_gpus(ctx, node)
+        return fgd_gpus(self.builder.frag, ctx, node)
 
 
 def torch_profile(ctx: ProfileContext, checkpoint: Path) -> Profile:

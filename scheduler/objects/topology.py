@@ -5,7 +5,7 @@
 - ``topology.rl-scheduler.io/rack``: the rack, rl-scheduler's own key. Kubernetes has
   no well-known rack label and reserves ``kubernetes.io`` prefixes for its own, so
   the key is under this project's domain; label your nodes with it to give the learned
-  policy its rack links (``scheduler.policy.graph``). The dev cluster sets it.
+  policy its rack links (``scheduler.policy.edges``). The dev cluster sets it.
 """
 
 from __future__ import annotations

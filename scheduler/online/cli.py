@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from scheduler.cli_values import COUNT, NON_NEGATIVE, PORT, POSITIVE, existing_dir, existing_file, number
-from scheduler.errors import SchedulerInputError
+from scheduler.errors import CommandLineError, SchedulerInputError
 from scheduler.objects.node import Node
 from scheduler.plugins.profiles import profile_names
 
@@ -85,18 +85,14 @@ def _nodes_from_api(kubeconfig: Path | None) -> Any:
     from kubernetes.config import ConfigException  # noqa: PLC0415
 
     from scheduler.k8s.api import load_client_config  # noqa: PLC0415
+    from scheduler.k8s.credentials import kubeconfig_problem  # noqa: PLC0415
     from scheduler.k8s.settings import ClientSettings  # noqa: PLC0415
     from scheduler.objects.node_manifest import node_from_manifest  # noqa: PLC0415
 
     try:
         configuration = load_client_config(ClientSettings(kubeconfig=kubeconfig))
     except ConfigException as error:
-        problem = (
-            f"{error} (outside a cluster, pass --kubeconfig or set KUBECONFIG)"
-            if kubeconfig is None
-            else f"{kubeconfig}: {error}"
-        )
-        raise SchedulerInputError("trainer", "--kubeconfig", problem) from None
+        raise CommandLineError("trainer", "--kubeconfig", kubeconfig_problem(kubeconfig, error)) from None
     core = client.CoreV1Api(client.ApiClient(configuration))
 
     def list_nodes() -> list[Node]:
@@ -161,14 +157,24 @@ def submit_candidate(args: argparse.Namespace) -> int:
     """Check the checkpoint as the scheduler would load it (manifest, feature schema,
     the weights' SHA-256 against the manifest's, every tensor's shape), copy it into
     the trainer's inbox and check the copy's SHA-256 again before it becomes visible."""
-    from scheduler.policy.weights import CheckpointError, load_weights, sha256  # noqa: PLC0415
+    from scheduler.policy.weights import (  # noqa: PLC0415
+        CheckpointError,
+        load_weights,
+        sha256,
+        weights_file_name,
+    )
 
     loaded = load_weights(args.checkpoint)  # refuse what the trainer and the scheduler would refuse
-    folder, weights_file = loaded.path, str(loaded.manifest["weights"].get("file", "model.safetensors"))
+    folder, weights_file = loaded.path, weights_file_name(loaded.path, loaded.manifest)
     inbox = args.shared_dir / "candidates"
-    inbox.mkdir(parents=True, exist_ok=True)
     staging = inbox / f".{folder.name}-{time.time_ns()}"
-    shutil.copytree(folder, staging)
+    try:
+        inbox.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(folder, staging)
+    except OSError as error:
+        shutil.rmtree(staging, ignore_errors=True)
+        where = error.filename or inbox
+        raise CommandLineError("policy", "--shared-dir", f"{where}: cannot write: {error.strerror}") from None
     if sha256(staging / weights_file) != loaded.manifest["weights"]["sha256"]:
         shutil.rmtree(staging, ignore_errors=True)
         raise CheckpointError(str(folder / weights_file), "sha256", "the file changed while it was copied")

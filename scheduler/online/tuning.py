@@ -14,7 +14,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from scheduler.learn.es import Adam, centered_ranks, get_vector, scales, set_vector
+from scheduler.learn.es import (
+    STD_PODS,
+    Adam,
+    centered_ranks,
+    get_vector,
+    hidden_activation_std,
+    scales,
+    set_vector,
+)
 from scheduler.learn.options import EsArgs
 from scheduler.online.twin import TwinEpisode, play
 from scheduler.policy.model import NodeScorer, numpy_scorer
@@ -51,32 +59,15 @@ def fitness(model: NodeScorer, episodes: Sequence[TwinEpisode]) -> float:
     return float(np.mean(values))
 
 
-def hidden_activation_std(model: NodeScorer, episode: TwinEpisode) -> float:
-    """Std of the head's hidden units on the episode's first pods (the scale of the last
-    layer's perturbations), as ``scheduler.learn.es`` measures it on a trace."""
-    plugin = GnnScore(numpy_scorer(model), episode.typical)
-    state = ClusterState(episode.nodes)
-    nodes = np.arange(len(state), dtype=np.int64)
-    plugin.cached.refresh(state)
-    scorer = plugin.cached.scorer
-    rows = []
-    for pod in episode.arrivals[:20]:
-        pair_x, _ = plugin.builder.pair_features(state, pod, nodes)
-        pod_x = plugin.builder.pod_features(pod, state)
-        features = np.concatenate(
-            [plugin.cached._embedding, pair_x, np.broadcast_to(pod_x, (nodes.size, pod_x.size))], axis=1
-        )
-        rows.append(np.maximum(features @ scorer.head_w1 + scorer.head_b1, 0.0))
-    return float(np.concatenate(rows).std())
-
-
 def fine_tune(incumbent: NodeScorer, episodes: Sequence[TwinEpisode], args: TuningArgs) -> TuningResult:
     """A copy of ``incumbent`` improved on ``episodes`` (the incumbent is untouched)."""
     started = time.monotonic()
     rng = np.random.default_rng(args.seed)
     model = copy.deepcopy(incumbent)
     es = EsArgs(sigma=args.sigma, learning_rate=args.learning_rate)
-    scale = scales(model, es, hidden_activation_std(model, episodes[0]))
+    first = episodes[0]
+    std = hidden_activation_std(model, first.typical, ClusterState(first.nodes), first.arrivals[:STD_PODS])
+    scale = scales(model, es, std)
     theta = get_vector(model)
     optimizer = Adam(args.learning_rate)
     history: list[dict[str, float]] = []

@@ -18,7 +18,7 @@ import torch
 from safetensors.torch import save_file
 
 from scheduler.policy.config import ScorerConfig
-from scheduler.policy.graph import FEATURE_SCHEMA_VERSION
+from scheduler.policy.features import FEATURE_SCHEMA_VERSION
 from scheduler.policy.model import NodeScorer
 from scheduler.policy.weights import (
     FORMAT,

@@ -10,14 +10,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
-from scheduler.policy.graph import NODE_FEATURES, PAIR_FEATURES, POD_FEATURES
+from scheduler.policy.features import NODE_FEATURES, PAIR_FEATURES, POD_FEATURES
 
 ScorerKind = Literal["gnn", "mlp", "flat-mlp", "pooled-gnn"]
 SCORER_KINDS: tuple[ScorerKind, ...] = ("gnn", "mlp", "flat-mlp", "pooled-gnn")
 # Kinds that score each node on its own and run in numpy: the live scheduler serves
 # these. The fixed-action seed designs (flat-mlp, pooled-gnn) run in torch only.
 PER_NODE_KINDS: tuple[ScorerKind, ...] = ("gnn", "mlp")
-PRIOR_POINTS = 100.0  # pair feature 0 is FGD's score / 100
+PRIOR_POINTS = 100.0  # the pair feature fgd_score is FGD's score / 100
 RESERVE_MIN, RESERVE_MAX = 4.0, 9.0  # cores per idle GPU, as the teacher's rule is clipped
 GAT_NEGATIVE_SLOPE = 0.2  # GATv2's leaky ReLU (PyG's default), in torch and numpy alike
 
@@ -68,11 +68,6 @@ class ScorerConfig:
         return config
 
 
-CPU_LEFT_AFTER = PAIR_FEATURES.index("cpu_left_after")  # / 128 cores
-IDLE_GPUS_AFTER = PAIR_FEATURES.index("idle_gpus_after")  # / 8 GPUs
-IS_SHARE = POD_FEATURES.index("is_share")
-IS_CPU_ONLY = POD_FEATURES.index("is_cpu_only")
-CPU_PRESSURE = POD_FEATURES.index("cpu_pressure")
 PRESSURE_PIVOT = 0.832  # the default openb trace's CPU pressure
 RESERVE_INIT = (8.0, 0.0, 0.0, 0.0, 0.0)  # base, pressure slope, share, whole-GPU, CPU-only offsets
 RESERVE_WEIGHT_INIT = 0.0

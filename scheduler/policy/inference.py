@@ -28,16 +28,19 @@ import numpy.typing as npt
 
 from scheduler.objects.pod import Pod
 from scheduler.policy.config import (
-    CPU_LEFT_AFTER,
-    CPU_PRESSURE,
     GAT_NEGATIVE_SLOPE,
-    IDLE_GPUS_AFTER,
-    IS_CPU_ONLY,
-    IS_SHARE,
     PER_NODE_KINDS,
     PRESSURE_PIVOT,
     PRIOR_POINTS,
     ScorerConfig,
+)
+from scheduler.policy.features import (
+    CPU_LEFT_AFTER,
+    CPU_PRESSURE,
+    FGD_SCORE,
+    IDLE_GPUS_AFTER,
+    IS_CPU_ONLY,
+    IS_SHARE,
 )
 from scheduler.policy.graph import GraphBuilder
 from scheduler.state.cluster_state import ClusterState, IntArray
@@ -113,14 +116,19 @@ class NumpyScorer:
         out: FloatArray = (encoded[targets] + np.maximum(conv, 0.0)).astype(np.float32)
         return out
 
-    def head(self, embedding: FloatArray, pair_x: FloatArray, pod_x: FloatArray) -> FloatArray:
+    def head_hidden(self, embedding: FloatArray, pair_x: FloatArray, pod_x: FloatArray) -> FloatArray:
+        """The head's hidden units (after the ReLU), one row per candidate."""
         pod = np.broadcast_to(pod_x, (pair_x.shape[0], pod_x.shape[0]))
         features = np.concatenate([embedding, pair_x, pod], axis=1)
-        hidden = np.maximum(features @ self.head_w1 + self.head_b1, 0.0)
+        hidden: FloatArray = np.maximum(features @ self.head_w1 + self.head_b1, 0.0)
+        return hidden
+
+    def head(self, embedding: FloatArray, pair_x: FloatArray, pod_x: FloatArray) -> FloatArray:
+        hidden = self.head_hidden(embedding, pair_x, pod_x)
         residual = (hidden @ self.head_w2 + self.head_b2)[:, 0]
         if self.reserve is not None:
             residual = residual + self.reserve_penalty(pair_x, pod_x)
-        out: FloatArray = (pair_x[:, 0] * self.prior + residual).astype(np.float32)
+        out: FloatArray = (pair_x[:, FGD_SCORE] * self.prior + residual).astype(np.float32)
         return out
 
     def reserve_penalty(self, pair_x: FloatArray, pod_x: FloatArray) -> FloatArray:
@@ -225,6 +233,11 @@ class CachedScorer:
         self._embedding[affected] = self._mix(affected)
         self._clock += 1
         self._embedding_version[affected] = self._clock
+
+    def embeddings(self, state: ClusterState) -> FloatArray:
+        """Every node's embedding ``[N, hidden]`` in ``state``, brought up to date."""
+        self.refresh(state)
+        return self._embedding
 
     def logits(self, state: ClusterState, pod: Pod, nodes: IntArray) -> FloatArray:
         """Unquantised logits of ``nodes`` for ``pod``."""

@@ -47,17 +47,20 @@ with warnings.catch_warnings():
     from torch_geometric.nn import GATv2Conv
 
 from scheduler.policy.config import (
-    CPU_LEFT_AFTER,
-    CPU_PRESSURE,
     GAT_NEGATIVE_SLOPE,
-    IDLE_GPUS_AFTER,
-    IS_CPU_ONLY,
-    IS_SHARE,
     PRESSURE_PIVOT,
     PRIOR_POINTS,
     RESERVE_INIT,
     RESERVE_WEIGHT_INIT,
     ScorerConfig,
+)
+from scheduler.policy.features import (
+    CPU_LEFT_AFTER,
+    CPU_PRESSURE,
+    FGD_SCORE,
+    IDLE_GPUS_AFTER,
+    IS_CPU_ONLY,
+    IS_SHARE,
 )
 from scheduler.policy.inference import NumpyScorer
 
@@ -155,7 +158,7 @@ class NodeScorer(nn.Module):
         ``pair_x [K, P]``, ``pod_x [Q]`` (or ``[K, Q]``)."""
         pod = pod_x.expand(pair_x.shape[0], -1) if pod_x.dim() == 1 else pod_x
         residual: Tensor = self.head(torch.cat([embedding, pair_x, pod], dim=1)).squeeze(1)
-        prior: Tensor = pair_x[:, 0] * PRIOR_POINTS * self.config.prior_weight
+        prior: Tensor = pair_x[:, FGD_SCORE] * PRIOR_POINTS * self.config.prior_weight
         if self.reserve is not None:
             residual = residual + self.reserve(pair_x, pod)
         return prior + residual

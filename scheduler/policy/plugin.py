@@ -30,6 +30,7 @@ from scheduler.objects.pod import Pod
 from scheduler.plugins.args import PluginArgs
 from scheduler.plugins.profiles import build, default_filters, preset
 from scheduler.plugins.registry import ProfileContext
+from scheduler.policy.gpu_choice import fgd_gpus
 from scheduler.policy.graph import GraphBuilder
 from scheduler.policy.inference import CachedScorer, NumpyScorer
 from scheduler.policy.scoring import integer_scores, round_to_step
@@ -58,7 +59,7 @@ class GnnScore:
         return integer_scores(self.logits(ctx.state, ctx.pod, nodes))
 
     def select_gpus(self, ctx: CycleContext, node: int) -> tuple[int, ...]:
-        return self.builder.fgd_gpus(ctx, node)
+        return fgd_gpus(self.builder.frag, ctx, node)
 
 
 def gnn_score(_args: PluginArgs, ctx: ProfileContext) -> GnnScore:

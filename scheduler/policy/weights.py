@@ -28,7 +28,7 @@ from safetensors.numpy import load_file
 
 from scheduler.errors import SchedulerInputError
 from scheduler.policy.config import PER_NODE_KINDS, ScorerConfig, per_node_shapes
-from scheduler.policy.graph import FEATURE_SCHEMA_VERSION, NODE_FEATURES, PAIR_FEATURES, POD_FEATURES
+from scheduler.policy.features import FEATURE_SCHEMA_VERSION, NODE_FEATURES, PAIR_FEATURES, POD_FEATURES
 
 FORMAT = "rl-scheduler-policy"
 FORMAT_VERSION = 1
@@ -114,6 +114,17 @@ def read_config(folder: Path, manifest: Mapping[str, Any]) -> ScorerConfig:
         raise CheckpointError(str(folder / MANIFEST_FILE), "model", str(error)) from None
 
 
+def weights_file_name(folder: Path, manifest: Mapping[str, Any]) -> str:
+    """The manifest's ``weights.file``: a file name in the checkpoint folder, so that the
+    folder is the whole checkpoint (what is copied, hashed and published)."""
+    info = manifest.get("weights") or {}
+    name = str(info.get("file", WEIGHTS_FILE)) if isinstance(info, dict) else WEIGHTS_FILE
+    if Path(name).name != name or name in ("", ".", ".."):
+        problem = f"{name!r} is not a file name in the checkpoint folder"
+        raise CheckpointError(str(folder / MANIFEST_FILE), "weights.file", problem)
+    return name
+
+
 def read_arrays(
     folder: Path, manifest: Mapping[str, Any], expected: Mapping[str, tuple[int, ...]]
 ) -> dict[str, FloatArray]:
@@ -122,7 +133,7 @@ def read_arrays(
     info = manifest.get("weights") or {}
     if not isinstance(info, dict):
         raise CheckpointError(str(folder / MANIFEST_FILE), "weights", "expected a JSON object")
-    weights = folder / str(info.get("file", WEIGHTS_FILE))
+    weights = folder / weights_file_name(folder, manifest)
     if not weights.is_file():
         raise CheckpointError(str(weights), "file", "missing")
     if sha256(weights) != info.get("sha256"):

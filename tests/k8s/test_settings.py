@@ -58,9 +58,11 @@ def test_missing_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("kubeconfig", "message"),
     [
-        pytest.param(None, "kubeconfig: client.kubeconfig: Invalid kube-config file", id="none anywhere"),
+        pytest.param(
+            None, "run: error: argument --kubeconfig: not in a cluster, and no kubeconfig", id="none anywhere"
+        ),
         pytest.param("missing.yaml", "run: error: argument --kubeconfig: ", id="missing file"),
-        pytest.param("empty.yaml", "run: --kubeconfig: ", id="not a kubeconfig"),
+        pytest.param("empty.yaml", "run: error: argument --kubeconfig: ", id="not a kubeconfig"),
     ],
 )
 def test_run_without_a_usable_kubeconfig_says_so_in_one_line(

@@ -93,3 +93,34 @@ def test_an_intact_candidate_lands_in_the_inbox_with_the_hash_it_was_checked_aga
     (submitted,) = (shared / "candidates").iterdir()
     manifest = json.loads((submitted / MANIFEST_FILE).read_text())
     assert sha256(submitted / WEIGHTS_FILE) == manifest["weights"]["sha256"]
+
+
+def _weights_outside(folder: Path, name: str) -> None:
+    """Moves the weights out of the folder and points the manifest at them: the hash
+    still matches, but the folder submitted is not the whole checkpoint."""
+    outside = folder.parent / "outside.safetensors"
+    (folder / WEIGHTS_FILE).rename(outside)
+    _edit_manifest(folder, lambda m: m["weights"].update(file=name.format(outside=outside)))
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param("{outside}", id="an absolute path"),
+        pytest.param("../outside.safetensors", id="a path out of the folder"),
+        pytest.param("", id="empty"),
+    ],
+)
+def test_a_candidate_whose_weights_lie_outside_its_folder_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    folder = _candidate(tmp_path)
+    _weights_outside(folder, name)
+    shared = tmp_path / "shared"
+    assert main(["policy", "--shared-dir", str(shared), "submit", str(folder)]) == 2
+    written = name.format(outside=tmp_path / "outside.safetensors")
+    assert capsys.readouterr().err.splitlines() == [
+        f"rl-scheduler: error: {folder / MANIFEST_FILE}: weights.file: "
+        f"{written!r} is not a file name in the checkpoint folder"
+    ]
+    assert not (shared / "candidates").exists()

@@ -9,7 +9,7 @@ import pytest
 
 from scheduler.errors import SchedulerInputError
 from scheduler.learn.ablation import HEAD_OUTPUT, write_network_off
-from scheduler.policy.graph import PAIR_FEATURES, POD_FEATURES
+from scheduler.policy.features import PAIR_FEATURES, POD_FEATURES
 from scheduler.policy.inference import NumpyScorer
 from scheduler.policy.weights import load_weights
 

@@ -18,7 +18,7 @@ from scheduler.policy.checkpoint import (
     save_checkpoint,
 )
 from scheduler.policy.config import ScorerConfig
-from scheduler.policy.graph import FEATURE_SCHEMA_VERSION
+from scheduler.policy.features import FEATURE_SCHEMA_VERSION
 from scheduler.policy.model import NodeScorer
 
 

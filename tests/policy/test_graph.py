@@ -9,15 +9,9 @@ from devcluster import nodes as devnodes
 from scheduler.objects.node_manifest import node_from_manifest
 from scheduler.objects.topology import ZONE_LABEL
 from scheduler.plugins.profiles import default_filters
-from scheduler.policy.graph import (
-    NODE_FEATURES,
-    PAIR_FEATURES,
-    POD_FEATURES,
-    GraphBuilder,
-    action_mask,
-    feasible_nodes,
-    structure_edges,
-)
+from scheduler.policy.edges import structure_edges
+from scheduler.policy.features import NODE_FEATURES, PAIR_FEATURES, POD_FEATURES
+from scheduler.policy.graph import GraphBuilder, action_mask, feasible_nodes
 from scheduler.state.fragmentation import PodShape, TypicalPods
 from tests.builders import make_node, make_pod, make_state
 

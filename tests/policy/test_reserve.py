@@ -5,14 +5,14 @@ import numpy as np
 import pytest
 import torch
 
-from scheduler.policy.config import (
+from scheduler.policy.config import PRESSURE_PIVOT, ScorerConfig
+from scheduler.policy.features import (
     CPU_LEFT_AFTER,
     CPU_PRESSURE,
     IDLE_GPUS_AFTER,
-    PRESSURE_PIVOT,
-    ScorerConfig,
+    PAIR_FEATURES,
+    POD_FEATURES,
 )
-from scheduler.policy.graph import PAIR_FEATURES, POD_FEATURES
 from scheduler.policy.model import NodeScorer, numpy_scorer
 
 

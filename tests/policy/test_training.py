@@ -4,9 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+import torch
+
 from scheduler.learn import es, imitation, ppo
+from scheduler.learn.episode import EpisodeSpec, make_episode, run_episode
 from scheduler.learn.options import EsArgs, ImitationArgs, PpoArgs
+from scheduler.learn.torch_score import torch_profile
+from scheduler.plugins.registry import ProfileContext
 from scheduler.policy.checkpoint import load_checkpoint
+from scheduler.policy.config import ScorerKind
 from tests.policy.test_plugin import write_trace
 
 
@@ -56,3 +63,33 @@ def test_imitation_then_es_then_ppo_smoke(tmp_path: Path) -> None:
     )
     assert load_checkpoint(tuned).config.value_head
     assert any((tmp_path / "ppo" / "tensorboard").iterdir())
+
+
+@pytest.mark.parametrize("kind", ["flat-mlp", "pooled-gnn"])
+def test_ppo_trains_and_evaluates_a_fixed_action_kind(tmp_path: Path, kind: ScorerKind) -> None:
+    """The seed projects' designs (the whole cluster -> one logit per node position):
+    PPO from scratch writes a checkpoint that moved off its zero-initialised last layer
+    and schedules an episode in torch."""
+    pods, _ = write_trace(tmp_path)
+    trained = ppo.main(
+        PpoArgs(
+            traces=(str(pods),),
+            node_fraction=0.02,
+            kind=kind,
+            total_steps=16,
+            num_steps=8,
+            minibatch_size=4,
+            update_epochs=1,
+            out=tmp_path / "ppo",
+            quiet=True,
+        )
+    )
+    loaded = load_checkpoint(trained)
+    episode = make_episode(EpisodeSpec(str(pods), seed=7, node_fraction=0.02))
+    assert (loaded.config.kind, loaded.config.max_nodes) == (kind, len(episode.nodes))
+    assert loaded.manifest["training"]["decisions"] == 16
+    last = loaded.model.head[-1]
+    assert isinstance(last, torch.nn.Linear)
+    assert last.weight.abs().sum() > 0
+    profile = torch_profile(ProfileContext(typical_pods=episode.typical), trained)
+    assert run_episode(episode, profile).saturation_allocation() > 0

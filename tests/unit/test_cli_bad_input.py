@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from scheduler.cli import main
+from scheduler.policy.weights import default_checkpoint_path
 
 REPO = Path(__file__).resolve().parents[2]
+SHIPPED = default_checkpoint_path()
 KNOWN_TRACE = "trace 'nosuch': no such file, and no pod list of that name in "
 
 
@@ -31,6 +33,21 @@ ROWS = [
         _line("simulate", "--seeds", "'5-3' is a reversed range; write the lower seed first (3-5)"),
     ),
     (["simulate", "--seeds", "4x"], _line("simulate", "--seeds", "'4x': expected e.g. 42-51 or 42,43")),
+    (["simulate", "--seeds", "1-2-3"], _line("simulate", "--seeds", "'1-2-3': expected e.g. 42-51 or 42,43")),
+    (["simulate", "--seeds", "42-"], _line("simulate", "--seeds", "'42-': expected e.g. 42-51 or 42,43")),
+    (["simulate", "--seeds", ","], _line("simulate", "--seeds", "',': no seed given")),
+    (
+        ["simulate", "--seeds", "0-99999999999"],  # refused before a list of 10^11 seeds is built
+        _line("simulate", "--seeds", "'0-99999999999' is 100000000000 seeds; at most 10000 in all"),
+    ),
+    (
+        ["evaluate", "--seeds", "42-51,45"],  # a seed replayed twice weighs double in every mean
+        _line("evaluate", "--seeds", "'42-51,45' names seed 45 more than once"),
+    ),
+    (
+        ["simulate", "--seeds", "9223372036854775808"],
+        _line("simulate", "--seeds", f"{2**63}: seeds are at most {2**63 - 1} (Go's int64)"),
+    ),
     (
         ["evaluate", "--seeds", "51-42"],
         _line("evaluate", "--seeds", "'51-42' is a reversed range; write the lower seed first (42-51)"),
@@ -52,6 +69,11 @@ ROWS = [
             "invalid choice: 'transformer' (choose from 'gnn', 'mlp', 'flat-mlp', 'pooled-gnn')",
         ),
     ),
+    (
+        ["train", "imitation", "--kind", "mlp"],  # only ppo starts a fresh scorer of a kind
+        "rl-scheduler train imitation: error: unrecognized arguments: --kind mlp",
+    ),
+    (["train", "es", "--kind=gnn"], "rl-scheduler train es: error: unrecognized arguments: --kind=gnn"),
     (["simulate", "--policy", "nosuch"], _line("simulate", "--policy", "invalid choice: 'nosuch' (choose")),
     (["evaluate", "--policy", "nosuch"], _line("evaluate", "--policy", "invalid choice: 'nosuch' (choose")),
     (
@@ -90,6 +112,10 @@ ROWS = [
         ["policy", "--shared-dir", "{tmp}", "submit", "{tmp}/absent"],
         _line("policy submit", "checkpoint", "{tmp}/absent: no such folder"),
     ),
+    (
+        ["policy", "--shared-dir", "/proc/no-such-folder", "submit", str(SHIPPED)],
+        _line("policy", "--shared-dir", "/proc/no-such-folder: cannot write: No such file or directory"),
+    ),
     # numbers out of range
     (["simulate", "--workers", "0"], _line("simulate", "--workers", "must be at least 1, got 0")),
     (["evaluate", "--workers", "-1"], _line("evaluate", "--workers", "must be at least 1, got -1")),
@@ -108,9 +134,14 @@ ROWS = [
         ["train", "ppo", "--total-steps", "-5"],
         _line("train ppo", "--total-steps", "must be at least 1, got -5"),
     ),
+    (["train", "es", "--reserve-scale", "a,b"], _line("train es", "--reserve-scale", "'a' is not a number")),
     (
-        ["train", "es", "--reserve-scale", "a,b"],
-        _line("train es", "--reserve-scale", "'a,b': expected float values, A,B,..."),
+        ["train", "es", "--reserve-scale", "1,2"],  # six scales, one per reserve parameter
+        _line("train es", "--reserve-scale", "'1,2': expected 6 values A,B,..., got 2"),
+    ),
+    (
+        ["train", "es", "--reserve-scale", "1,1,1,1,1,-1"],
+        _line("train es", "--reserve-scale", "must be at least 0, got -1"),
     ),
     (
         ["train", "pipeline", "--workers", "0"],
@@ -126,6 +157,7 @@ ROWS = [
     # no command, no action, unknown stage
     ([], "rl-scheduler: error: the following arguments are required: COMMAND"),
     (["policy"], "rl-scheduler policy: error: the following arguments are required: ACTION"),
+    (["policy", "list", "--all"], "rl-scheduler policy list: error: unrecognized arguments: --all"),
     (["train", "dqn2"], "rl-scheduler train: error: argument STAGE: invalid choice: 'dqn2' (choose from"),
 ]
 
@@ -159,25 +191,96 @@ def test_a_bad_option_is_one_line_naming_it(
     _one_line(capsys, code, _fill(start, no_cluster))
 
 
-def test_a_trainer_without_any_kubeconfig_says_so_in_one_line(
-    no_cluster: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code = main(["trainer", "--shared-dir", str(no_cluster), "--once"])
-    _one_line(
-        capsys,
-        code,
-        "rl-scheduler: error: trainer: --kubeconfig: Invalid kube-config file. No configuration found. "
-        "(outside a cluster, pass --kubeconfig or set KUBECONFIG)",
-    )
+NO_KUBECONFIG = (
+    "not in a cluster, and no kubeconfig (~/.kube/config absent); pass --kubeconfig or set KUBECONFIG"
+)
+NOT_A_KUBECONFIG = "Invalid kube-config file. Expected key current-context in {tmp}/empty.yaml"
+
+# (command, its arguments, KUBECONFIG or None, settings file text or None, the line).
+# The kubeconfig is loaded before the command starts any work; "{tmp}" is the test's folder,
+# which holds empty.yaml ("{}": YAML, not a kubeconfig) and is $HOME (no ~/.kube/config).
+KUBECONFIG_ROWS = [
+    ("trainer", [], None, None, _line("trainer", "--kubeconfig", NO_KUBECONFIG)),
+    ("run", [], None, None, _line("run", "--kubeconfig", NO_KUBECONFIG)),
+    (
+        "trainer",
+        [],
+        "{tmp}/absent.yaml",
+        None,
+        _line(
+            "trainer",
+            "--kubeconfig",
+            "not in a cluster, and KUBECONFIG={tmp}/absent.yaml names no file; "
+            "pass --kubeconfig or fix KUBECONFIG",
+        ),
+    ),
+    (
+        "run",
+        [],
+        "{tmp}/absent.yaml:{tmp}/gone.yaml",
+        None,
+        _line(
+            "run",
+            "--kubeconfig",
+            "not in a cluster, and KUBECONFIG={tmp}/absent.yaml:{tmp}/gone.yaml names no file; "
+            "pass --kubeconfig or fix KUBECONFIG",
+        ),
+    ),
+    (
+        "run",
+        [],
+        "{tmp}/empty.yaml",
+        None,
+        _line("run", "--kubeconfig", "KUBECONFIG={tmp}/empty.yaml: " + NOT_A_KUBECONFIG),
+    ),
+    (
+        "trainer",
+        ["--kubeconfig", "{tmp}/empty.yaml"],
+        None,
+        None,
+        _line("trainer", "--kubeconfig", "{tmp}/empty.yaml: " + NOT_A_KUBECONFIG),
+    ),
+    (
+        "run",
+        ["--kubeconfig", "{tmp}/empty.yaml"],
+        "{tmp}/absent.yaml",  # the option wins over the variable
+        None,
+        _line("run", "--kubeconfig", "{tmp}/empty.yaml: " + NOT_A_KUBECONFIG),
+    ),
+    (
+        "run",
+        ["--config", "{tmp}/settings.yaml"],
+        None,
+        "client: {kubeconfig: {tmp}/absent.yaml}\n",
+        "rl-scheduler: error: {tmp}/settings.yaml: client.kubeconfig: {tmp}/absent.yaml: no such file",
+    ),
+]
 
 
-def test_a_trainer_with_an_unreadable_kubeconfig_names_it(
-    no_cluster: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("command", "argv", "variable", "settings", "line"),
+    KUBECONFIG_ROWS,
+    ids=[f"{c} {' '.join(a)} KUBECONFIG={v} settings={s is not None}" for c, a, v, s, _ in KUBECONFIG_ROWS],
+)
+def test_a_missing_or_unusable_kubeconfig_is_one_line_naming_the_option(
+    no_cluster: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    argv: list[str],
+    variable: str | None,
+    settings: str | None,
+    line: str,
 ) -> None:
-    kubeconfig = no_cluster / "empty.yaml"
-    kubeconfig.write_text("{}\n")
-    code = main(["trainer", "--shared-dir", str(no_cluster), "--kubeconfig", str(kubeconfig), "--once"])
-    _one_line(capsys, code, f"rl-scheduler: error: trainer: --kubeconfig: {kubeconfig}: Invalid kube-config")
+    (no_cluster / "empty.yaml").write_text("{}\n")
+    if variable is not None:
+        monkeypatch.setenv("KUBECONFIG", _fill(variable, no_cluster))
+    if settings is not None:
+        (no_cluster / "settings.yaml").write_text(_fill(settings, no_cluster))
+    once = ["--shared-dir", str(no_cluster), "--once"] if command == "trainer" else ["--profile", "fgd"]
+    code = main([command, *once, *(_fill(a, no_cluster) for a in argv)])
+    captured = capsys.readouterr()
+    assert (code, captured.out, captured.err.splitlines()) == (2, "", [_fill(line, no_cluster)])
 
 
 @pytest.mark.parametrize(

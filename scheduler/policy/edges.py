@@ -1,0 +1,98 @@
+"""The graph's edges: which nodes a node's embedding mixes with.
+
+Each node is linked to ``degree`` neighbours among the nodes of the same shape (GPU
+model, GPU count, CPU and memory), and among the nodes of the same zone or rack when
+nodes carry ``topology.kubernetes.io/zone`` / ``topology.rl-scheduler.io/rack`` labels
+(``scheduler.objects.topology``); links run both ways, in node order, so the graph is
+deterministic. ``node_signature`` is what the edges (and the GPU model statistics) are
+made of, so a cache rebuilds them only when a signature changes.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from scheduler.objects.topology import RACK_LABEL, ZONE_LABEL
+from scheduler.state.cluster_state import CPU_COLUMN, MEMORY_COLUMN, ClusterState, IntArray
+
+TOPOLOGY_LABELS = (ZONE_LABEL, RACK_LABEL)
+NodeSignature = tuple[object, ...]
+
+
+def _ring_edges(groups: dict[tuple[object, ...], list[int]], degree: int) -> set[tuple[int, int]]:
+    edges: set[tuple[int, int]] = set()
+    half = max(1, degree // 2)
+    for members in groups.values():
+        size = len(members)
+        for position, node in enumerate(members):
+            for step in range(1, min(half, size - 1) + 1):
+                other = members[(position + step) % size]
+                edges.add((node, other))
+                edges.add((other, node))
+    return edges
+
+
+def node_shape(state: ClusterState, i: int) -> tuple[object, ...]:
+    """Node ``i``'s shape, which ``structure_edges`` links: GPU model and count, CPU
+    and memory."""
+    node = state.nodes[i]
+    return (
+        node.gpu_model,
+        node.gpu_count,
+        int(state.allocatable[i, CPU_COLUMN]),
+        int(state.allocatable[i, MEMORY_COLUMN]),
+    )
+
+
+def structure_edges(state: ClusterState, degree: int) -> IntArray:
+    """``[2, E]`` links between nodes of the same shape and of the same zone/rack."""
+    shapes: dict[tuple[object, ...], list[int]] = defaultdict(list)
+    zones: dict[tuple[object, ...], list[int]] = defaultdict(list)
+    for i, node in enumerate(state.nodes):
+        shapes[node_shape(state, i)].append(i)
+        for label in TOPOLOGY_LABELS:
+            if label in node.labels:
+                zones[(label, node.labels[label])].append(i)
+    edges = sorted(_ring_edges(shapes, degree) | _ring_edges(zones, degree), key=lambda e: (e[1], e[0]))
+    if not edges:
+        return np.zeros((2, 0), np.int64)
+    return np.array(edges, np.int64).T.copy()
+
+
+def node_signature(state: ClusterState, i: int) -> NodeSignature:
+    """What ``structure_edges`` and the model statistics read of node ``i``."""
+    node = state.nodes[i]
+    return (node.name, *node_shape(state, i), *(node.labels.get(label) for label in TOPOLOGY_LABELS))
+
+
+class SignatureWatch:
+    """Tells whether any node's ``node_signature`` changed since the last look; only
+    the nodes touched since then (``node_version``) are read. (Any label or taint used
+    to rebuild the edges, and a node's new allocatable did not; a cluster adding a
+    label to each of its 5,000 nodes, one at a time, rebuilt them once per node.)"""
+
+    def __init__(self) -> None:
+        self._signatures: list[NodeSignature] = []
+        self._version = np.zeros(0, np.int64)
+
+    def forget(self) -> None:
+        """Start over (a new state: its node versions are another count)."""
+        self._signatures = []
+
+    def changed(self, state: ClusterState) -> bool:
+        n = len(state)
+        if len(self._signatures) != n:
+            self._signatures = [node_signature(state, i) for i in range(n)]
+            self._version = state.node_version.copy()
+            return True
+        touched = np.flatnonzero(self._version != state.node_version)
+        changed = False
+        for i in touched.tolist():
+            signature = node_signature(state, i)
+            if signature != self._signatures[i]:
+                self._signatures[i] = signature
+                changed = True
+        self._version[touched] = state.node_version[touched]
+        return changed
