@@ -66,3 +66,26 @@ def test_evaluate_prints_every_policy_and_the_paired_differences(
     ablated = load_weights(out / "network-off-checkpoint")
     assert all(not ablated.arrays[name].any() for name in HEAD_OUTPUT)
     assert (out / "curves.png").stat().st_size > 0
+
+
+def test_evaluate_synthetic_pairs_gnn_with_the_named_baselines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No GPUs, so no FGD: gnn is paired with its teacher, its ablation and the
+    baseline named, on pods placed before the first failure."""
+    argv = ["evaluate", "--synthetic", "--policy", "most-allocated", "--seeds", "42-43"]
+    argv += ["--workers", "1", "--out", str(tmp_path), "--quiet"]
+
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    summary = json.loads((tmp_path / "summary.json").read_text())
+
+    policies = summary["policies"]
+    assert sorted(policies) == sorted(["gnn", "fgd-reserve", NETWORK_OFF, "most-allocated"])
+    assert [row["baseline"] for row in summary["paired"]] == ["fgd-reserve", NETWORK_OFF, "most-allocated"]
+    for row in summary["paired"]:
+        ours = policies["gnn"]["placed_before_first_failure_by_seed"]
+        theirs = policies[row["baseline"]]["placed_before_first_failure_by_seed"]
+        assert row["differences"] == [ours[str(s)] - theirs[str(s)] for s in SEEDS]
+        assert f"gnn - {row['baseline']}" in printed
+    assert "95% t-interval" in printed
