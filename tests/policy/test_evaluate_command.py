@@ -13,6 +13,7 @@ import pytest
 
 from scheduler.cli import main
 from scheduler.learn.ablation import HEAD_OUTPUT, NETWORK_OFF
+from scheduler.plugins import profiles
 from scheduler.policy.weights import load_weights
 from tests.policy.test_plugin import write_trace
 
@@ -23,6 +24,13 @@ COMPARED = ("fgd-reserve", NETWORK_OFF, "fgd")  # what gnn is paired with, in th
 # pod asks for up to 2,000 of the 42,000 GPU milli, 4.8%, so the arrived share can jump
 # past 129-131% or stop before it) and a metric with no value is not paired.
 METRICS = ("gpu_alloc_100",)
+
+
+@pytest.fixture(autouse=True)
+def _process_profiles_restored(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With one worker evaluate replays in this process and registers ``gnn`` as the
+    training tools' profile for every checkpoint kind; other tests expect the preset."""
+    monkeypatch.setattr(profiles, "_EXTRA", dict(profiles._EXTRA))
 
 
 def test_evaluate_prints_every_policy_and_the_paired_differences(
