@@ -6,7 +6,8 @@ The shipped checkpoint is ``train imitation`` with its defaults. ``evaluate`` re
 a checkpoint beside its teacher (``fgd-reserve``), beside itself with the network
 switched off (``gnn-network-off``) and beside the baselines; it prints the same table,
 ``summary.json`` and plot as ``simulate``, then the learned policy's paired per-seed
-differences against the teacher, the ablation and FGD with a 95% t-interval.
+differences against the teacher, the ablation and FGD (on the synthetic workload, which
+has no GPUs: the teacher, the ablation and every baseline named) with a 95% t-interval.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from scheduler.learn.options import EsArgs, ImitationArgs, PipelineArgs, PpoArgs
 from scheduler.plugins.profiles import profile_names
 from scheduler.policy.config import PER_NODE_KINDS
 from scheduler.sim import paired, report
-from scheduler.sim.catalog import pod_list_path
+from scheduler.sim.catalog import DEFAULT_NODE_LIST, node_list_path, pod_list_path
 from scheduler.sim.cli import FGD_BASELINES, _advance, print_issues
 
 LEARNED = "gnn"
@@ -120,6 +121,12 @@ def register(commands: Any) -> None:
     )
     evaluate.add_argument("--seeds", type=parse_seeds, default=parse_seeds("42-51"), help="seeds")
     evaluate.add_argument(
+        "--nodes",
+        type=named_by(node_list_path),
+        default=DEFAULT_NODE_LIST,
+        help="openb node list name or CSV path (traces only)",
+    )
+    evaluate.add_argument(
         "--synthetic", action="store_true", help="the synthetic CPU/memory workload instead of traces"
     )
     evaluate.add_argument(
@@ -180,6 +187,8 @@ def _evaluate(args: argparse.Namespace) -> int:
             _, summary = evaluation.evaluate_synthetic(
                 policies, args.seeds, checkpoints, args.workers, on_pods=_advance(bar)
             )
+            # No FGD without GPUs: the named baselines (MostAllocated, kube's default) instead.
+            compared = [p for p in policies if p != LEARNED]
             differences = paired.paired_synthetic(summary, LEARNED, compared)
             tables = [
                 report.synthetic_table(summary),
@@ -189,7 +198,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         else:
             traces = args.trace or ["default"]
             results, summary = evaluation.evaluate_traces(
-                traces, policies, args.seeds, checkpoints, args.workers, on_pods=_advance(bar)
+                traces, policies, args.seeds, checkpoints, args.workers, _advance(bar), args.nodes
             )
             print_issues(results)
             by_trace = paired.paired_traces(summary, LEARNED, compared)

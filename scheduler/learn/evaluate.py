@@ -22,6 +22,7 @@ from scheduler.policy.config import PER_NODE_KINDS
 from scheduler.policy.plugin import gnn_profile
 from scheduler.policy.weights import MANIFEST_FILE, default_checkpoint_path, read_config, read_manifest
 from scheduler.sim import report
+from scheduler.sim.catalog import DEFAULT_NODE_LIST
 from scheduler.sim.replay import ReplaySpec
 from scheduler.sim.sweep import RunResult, run_sweep, run_synthetic_spec, run_trace
 from scheduler.sim.synthetic import SyntheticResult, SyntheticSpec
@@ -69,10 +70,11 @@ def trace_specs(
     policies: Sequence[str],
     seeds: Sequence[int],
     checkpoints: Mapping[str, Path],
+    nodes: str = DEFAULT_NODE_LIST,
 ) -> list[ReplaySpec]:
-    """Every trace x policy x seed; a learned policy reads ``checkpoints[policy]``."""
+    """Every trace x policy x seed on ``nodes``; a learned policy reads ``checkpoints[policy]``."""
     return [
-        ReplaySpec(trace, policy, seed, checkpoint=_where(checkpoints, policy))
+        ReplaySpec(trace, policy, seed, nodes=nodes, checkpoint=_where(checkpoints, policy))
         for trace in traces
         for policy in policies
         for seed in seeds
@@ -86,8 +88,9 @@ def evaluate_traces(
     checkpoints: Mapping[str, Path],
     workers: int,
     on_pods: Callable[[int], None] | None = None,
+    nodes: str = DEFAULT_NODE_LIST,
 ) -> tuple[list[RunResult], dict[str, Any]]:
-    specs = trace_specs(traces, policies, seeds, checkpoints)
+    specs = trace_specs(traces, policies, seeds, checkpoints, nodes)
     results = run_sweep(specs, run_policy_trace, workers, on_pods=on_pods)
     return results, report.summarise(results)
 

@@ -33,6 +33,17 @@ from scheduler.sim.paired import (
             (1, 2, 1),
             id="ties, a NaN seed",
         ),
+        # ten seeds, differences five 0s and five 1s: mean 0.5, sd sqrt(10 * 0.25 / 9) =
+        # 0.527046, half-width 2.262157 * 0.527046 / sqrt(10) = 2.262157 / 6 = 0.377026
+        pytest.param(
+            {s: 90.0 + (s >= 47) for s in range(42, 52)},
+            dict.fromkeys(range(42, 52), 90.0),
+            0.5,
+            0.122974,
+            0.877026,
+            (5, 5, 0),
+            id="ten seeds, as evaluate runs by default",
+        ),
         pytest.param({1: 5, 2: 6}, {1: 4.5, 2: 5.5}, 0.5, 0.5, 0.5, (2, 0, 0), id="equal differences"),
         pytest.param({1: 5, 2: 6}, {2: 5.5, 3: 1}, 0.5, None, None, (1, 0, 0), id="one shared seed"),
     ],

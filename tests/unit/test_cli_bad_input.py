@@ -90,6 +90,10 @@ ROWS = [
         ["simulate", "--nodes", "nosuch"],
         _line("simulate", "--nodes", "'nosuch': no such file or node list name"),
     ),
+    (
+        ["evaluate", "--nodes", "nosuch"],
+        _line("evaluate", "--nodes", "'nosuch': no such file or node list name"),
+    ),
     # missing files and folders
     (["run", "--kubeconfig", "{tmp}/absent"], _line("run", "--kubeconfig", "{tmp}/absent: no such file")),
     (["run", "--kubeconfig", "{tmp}"], _line("run", "--kubeconfig", "{tmp}: not a file")),
