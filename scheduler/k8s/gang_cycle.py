@@ -5,18 +5,15 @@ the runtime's own steps (decide, assume, bind or reject)."""
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Coroutine
-from typing import Any, Protocol
+from typing import Protocol
 
 from scheduler.framework.gang import place_gang, quorum_shortfall
 from scheduler.framework.profile import Decision, NodeNarrowing
+from scheduler.framework.status import unschedulable
 from scheduler.k8s.cache import SchedulerCache
 from scheduler.k8s.gangs import GangIndex
-from scheduler.k8s.metrics import Metrics
 from scheduler.k8s.policy import ActiveProfile, PolicyManager
 from scheduler.k8s.queue import QueuedPod, SchedulingQueue
-from scheduler.k8s.reporting import Reporter
 from scheduler.k8s.volume_binder import VolumeBinder
 from scheduler.objects.pod import Pod
 from scheduler.volumes.binding import PodVolumes
@@ -32,14 +29,10 @@ class SchedulerSteps(Protocol):
     """What a gang cycle uses of the runtime (``k8s.runtime.SchedulerRuntime``)."""
 
     gangs: GangIndex
-    metrics: Metrics
     queue: SchedulingQueue
-    reporter: Reporter
     cache: SchedulerCache
     policy: PolicyManager
     volume_binder: VolumeBinder
-
-    def spawn(self, coroutine: Coroutine[Any, Any, None]) -> None: ...
 
     def decide(self, pod: Pod, active: ActiveProfile, narrow: NodeNarrowing | None = None) -> Decision: ...
 
@@ -74,12 +67,10 @@ def schedule_gang(runtime: SchedulerSteps, entry: QueuedPod, group_key: str, sta
     members = runtime.gangs.members.get(group_key, set())
     waits = f"PodGroup {group_key} not found" if group is None else quorum_shortfall(pod, group, len(members))
     if group is None or waits:
-        runtime.metrics.schedule_attempts.labels("unschedulable", pod.scheduler_name).inc()
-        runtime.metrics.attempt_duration.labels("unschedulable", pod.scheduler_name).observe(
-            time.perf_counter() - started
-        )
-        runtime.queue.failed(pod.key, frozenset({GANG_PLUGIN}), unschedulable=True)
-        runtime.spawn(runtime.reporter.failed(pod, waits))
+        # Coscheduling's PreFilter: the pod waits, unschedulable, reported in its words.
+        waiting = Decision(pod, unschedulable(GANG_PLUGIN, waits))
+        active = runtime.policy.profile_for(pod.scheduler_name) or runtime.policy.active
+        runtime.reject(entry, waiting, active, started, gang_message=waits)
         return
     entries = {pod.key: entry}
     for key in sorted(members - {pod.key}):
