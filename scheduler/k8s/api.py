@@ -197,11 +197,23 @@ class KubeApi:
 
     # ---- binding --------------------------------------------------------------
 
-    async def bind(self, pod: Pod, node: str) -> BindResult:
-        """POST pods/binding with the pod's UID as precondition."""
+    async def bind(
+        self,
+        pod: Pod,
+        node: str,
+        annotations: Mapping[str, str] | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> BindResult:
+        """POST pods/binding with the pod's UID as precondition. ``annotations`` and
+        ``labels`` go on the Binding: the API server adds them to the pod as it binds
+        it (labels since Kubernetes 1.33; an older one drops them)."""
         metadata: dict[str, Any] = {"name": pod.name, "namespace": pod.namespace}
         if pod.uid:
             metadata["uid"] = pod.uid
+        if annotations:
+            metadata["annotations"] = dict(annotations)
+        if labels:
+            metadata["labels"] = dict(labels)
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
@@ -250,37 +262,6 @@ class KubeApi:
         return BindResult(BindOutcome.ERROR, problem)
 
     # ---- HAMi's protocol (scheduler.k8s.hami) ------------------------------------
-
-    async def patch_pod_metadata(
-        self, pod: Pod, annotations: Mapping[str, str], labels: Mapping[str, str]
-    ) -> BindResult:
-        """JSON merge patch of the pod's annotations and labels (``BOUND``: written). The
-        pod's UID, when known, goes in too: a pod recreated under the same name refuses
-        it (the UID is immutable), so the decision never lands on another pod."""
-        metadata: dict[str, Any] = {"annotations": dict(annotations), "labels": dict(labels)}
-        if pod.uid:
-            metadata["uid"] = pod.uid
-        patch = {"metadata": metadata}
-        try:
-            await self._write(
-                "PATCH",
-                pod_path(pod),
-                patch,
-                partial(
-                    self.core.patch_namespaced_pod, pod.name, pod.namespace, patch, _content_type=MERGE_PATCH
-                ),
-                content_type=MERGE_PATCH,
-            )
-            return BindResult(BindOutcome.BOUND)
-        except ApiException as error:
-            detail = _reason(error)
-            if error.status == 404:
-                return BindResult(BindOutcome.POD_GONE, detail)
-            if error.status in (409, 422):
-                return BindResult(BindOutcome.CONFLICT, detail)
-            return BindResult(BindOutcome.ERROR, detail)
-        except Exception as error:
-            return BindResult(BindOutcome.ERROR, f"{type(error).__name__}: {error}")
 
     async def read_node(self, name: str) -> dict[str, Any]:
         """The node as JSON (raises ``ApiException``)."""

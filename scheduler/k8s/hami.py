@@ -5,10 +5,12 @@ own scheduler does (``pkg/scheduler/scheduler.go`` Bind, ``pkg/util/nodelock``):
    the node's resourceVersion as precondition). Another pod's lock is honoured while
    it is younger than 5 minutes and its pod exists; the pod waits for it
    (``NodeLocks.changed``) and is retried, it does not fail;
-2. patch the pod: ``hami.io/vgpu-node`` (annotation and label), ``hami.io/vgpu-time``,
+2. write on the pod: ``hami.io/vgpu-node`` (annotation and label), ``hami.io/vgpu-time``,
    ``hami.io/vgpu-devices-to-allocate`` and ``-allocated`` (one entry per init and
    app container), ``hami.io/bind-phase: allocating``, ``hami.io/bind-time``;
-3. create the Binding (``KubeApi.bind``). The device plugin's Allocate finds the pod
+3. create the Binding (``KubeApi.bind``); steps 2 and 3 are one request: the Binding
+   carries the annotations and the label, and the API server writes them with
+   ``nodeName``. The device plugin's Allocate finds the pod
    through the lock, gives the container the GPUs the annotation names, marks the pod
    ``success`` and releases the lock. On a failure before the Binding exists, the
    scheduler releases the lock itself.
@@ -103,6 +105,16 @@ class LockState(Enum):
 class LockResult:
     state: LockState
     detail: str = ""
+    value: str = ""  # TAKEN: the lock's value, as set
+
+
+@dataclass(frozen=True)
+class WatchedLock:
+    """A node's lock as the node watch last showed it (``value`` None: unlocked), at
+    the node's ``version``."""
+
+    value: str | None
+    version: str
 
 
 class NodeLocks:
@@ -116,6 +128,7 @@ class NodeLocks:
         self._values: dict[str, str | None] = {}
         self._versions: dict[str, str] = {}
         self._changed: dict[str, asyncio.Event] = {}
+        self._changes: dict[str, int] = {}  # how many lock changes the watch has shown
         self._turns: dict[str, tuple[asyncio.Lock, int]] = {}  # the lock, its holder and waiters
 
     @contextlib.asynccontextmanager
@@ -144,38 +157,64 @@ class NodeLocks:
         changed = self._values.get(node) != value
         self._values[node] = value
         if changed:
+            self._changes[node] = self._changes.get(node, 0) + 1
             event = self._changed.pop(node, None)
             if event is not None:
                 event.set()
 
-    def unlocked_version(self, node: str) -> str | None:
-        """The node's resourceVersion in the last event the watch showed, if that event
-        showed it unlocked: a lock can be set on it without reading the node first (a
-        409 if it changed since)."""
-        if node in self._values and self._values[node] is None:
-            return self._versions.get(node)
-        return None
+    def watched(self, node: str) -> WatchedLock | None:
+        """The node's lock and resourceVersion as last known (None if never seen, or
+        unlocked at an unknown version): a lock can be judged, and set, without reading
+        the node first (a 409 if it changed since)."""
+        version = self._versions.get(node, "")
+        if node not in self._values or (self._values[node] is None and not version):
+            return None
+        return WatchedLock(self._values[node], version)
+
+    def taken(self, node: str, value: str) -> None:
+        """This scheduler set the node's lock to ``value``: known before the watch shows
+        it, so the next of its pods for the node waits for the release without asking
+        (rather than trying the version from before, and reading the node after a 409)."""
+        self.observe(node, {NODE_LOCK_ANNOTATION: value})
+
+    def mark(self, node: str) -> int:
+        """How many changes of the node's lock the watch has shown: taken before the
+        lock is read, so that a release the watch shows during the read still wakes
+        the pod (``changed(..., since=mark)``)."""
+        return self._changes.get(node, 0)
 
     def forget(self, node: str) -> None:
         self._values.pop(node, None)
         self._versions.pop(node, None)
+        self._changes[node] = self._changes.get(node, 0) + 1
         event = self._changed.pop(node, None)
         if event is not None:
             event.set()
 
-    async def changed(self, node: str, timeout_s: float) -> None:
-        """Until the node's lock changes, or ``timeout_s``."""
+    async def changed(self, node: str, timeout_s: float, since: int | None = None) -> None:
+        """Until the node's lock changes, or ``timeout_s``; at once if it has changed
+        since ``since`` (a ``mark``)."""
+        if since is not None and self.mark(node) != since:
+            return
         event = self._changed.setdefault(node, asyncio.Event())
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(event.wait(), timeout_s)
 
 
 class NodeLocker:
-    """Takes and releases ``hami.io/mutex.lock`` for a pod."""
+    """Takes and releases ``hami.io/mutex.lock`` for a pod. ``known_pod`` (a pod key)
+    answers from the scheduler's pod watch whether the pod a lock names exists; the API
+    server is asked only about pods the watch does not know."""
 
-    def __init__(self, api: KubeApi, clock: Callable[[], dt.datetime] = now) -> None:
+    def __init__(
+        self,
+        api: KubeApi,
+        clock: Callable[[], dt.datetime] = now,
+        known_pod: Callable[[str], bool] = lambda key: False,  # noqa: ARG005
+    ) -> None:
         self.api = api
         self.clock = clock
+        self.known_pod = known_pod
 
     async def _may_take_over(self, value: str, pod: Pod) -> tuple[bool, str]:
         """Whether the lock ``value`` may be replaced by ``pod``'s (HAMi's ``LockNode``):
@@ -186,34 +225,56 @@ class NodeLocker:
             return False, f"unreadable lock: {error}"
         if lock.held_by(pod.namespace, pod.name) or lock.expired(self.clock()):
             return True, ""
-        if lock.pod and not await self.api.pod_exists(lock.namespace, lock.pod):
+        if (
+            lock.pod
+            and not self.known_pod(f"{lock.namespace}/{lock.pod}")
+            and not await self.api.pod_exists(lock.namespace, lock.pod)
+        ):
             log.info("node lock %r names a pod that is gone: taking it over", value)
             return True, ""
         return False, f"locked by {lock.namespace}/{lock.pod} since {lock.taken_at:%H:%M:%S}"
 
-    async def acquire(self, pod: Pod, node: str, unlocked_version: str | None = None) -> LockResult:
-        """Take the node's lock for ``pod``. ``unlocked_version``: the node's version
-        when the watch last showed it unlocked; the lock is first set at that version
-        (one request instead of a read and a write: each GPU pod's bind waits on it)."""
+    async def _verdict(self, current: str | None, pod: Pod) -> LockResult | None:
+        """What the lock ``current`` means for ``pod``: None when ``pod`` may set its
+        own, TAKEN when it is already ``pod``'s, HELD when another pod's is honoured."""
+        if current is None:
+            return None
+        allowed, why = await self._may_take_over(current, pod)
+        if not allowed:
+            return LockResult(LockState.HELD, why)
+        if parse_lock(current).held_by(pod.namespace, pod.name):
+            return LockResult(LockState.TAKEN, value=current)
+        return None
+
+    async def acquire(self, pod: Pod, node: str, watched: WatchedLock | None = None) -> LockResult:
+        """Take the node's lock for ``pod``. ``watched``: the lock as the node watch last
+        showed it. It is judged as it stands there and, if ``pod`` may take it, set at
+        the node's version there: one request instead of a read and a write while the
+        watch is current (each GPU pod's bind waits on it), and none while another
+        pod's lock is held (the watch wakes the pod when it changes)."""
         try:
-            if unlocked_version:
+            if watched is not None:
+                # A lock at an unknown version (this scheduler's own, just set) is judged
+                # here too; only setting one needs the version.
+                verdict = await self._verdict(watched.value, pod)
+                if verdict is not None:
+                    return verdict
                 value = lock_value(self.clock(), pod.namespace, pod.name)
-                if await self.api.patch_node_annotation(node, NODE_LOCK_ANNOTATION, value, unlocked_version):
-                    return LockResult(LockState.TAKEN)
+                if watched.version and await self.api.patch_node_annotation(
+                    node, NODE_LOCK_ANNOTATION, value, watched.version
+                ):
+                    return LockResult(LockState.TAKEN, value=value)
             for _ in range(LOCK_ATTEMPTS):
                 manifest = await self.api.read_node(node)
                 metadata = manifest.get("metadata") or {}
                 current = (metadata.get("annotations") or {}).get(NODE_LOCK_ANNOTATION)
-                if current is not None:
-                    allowed, why = await self._may_take_over(current, pod)
-                    if not allowed:
-                        return LockResult(LockState.HELD, why)
-                    if parse_lock(current).held_by(pod.namespace, pod.name):
-                        return LockResult(LockState.TAKEN)
+                verdict = await self._verdict(current, pod)
+                if verdict is not None:
+                    return verdict
                 value = lock_value(self.clock(), pod.namespace, pod.name)
                 version = str(metadata.get("resourceVersion") or "")
                 if await self.api.patch_node_annotation(node, NODE_LOCK_ANNOTATION, value, version):
-                    return LockResult(LockState.TAKEN)
+                    return LockResult(LockState.TAKEN, value=value)
             return LockResult(
                 LockState.HELD, f"node {node} changed under {LOCK_ATTEMPTS} attempts to lock it"
             )
@@ -238,19 +299,24 @@ class NodeLocker:
             log.warning("node lock of %s on %s not released: %s", pod.key, node, error)
 
 
-async def write_decision(
+async def bind_under_lock(
     locker: NodeLocker, locks: NodeLocks, pod: Pod, node: str, allocation: str
 ) -> BindResult | None:
-    """Steps 1 and 2: the node lock, then the pod's annotations (``BOUND``: written; on
-    a failure the lock is released). None when another pod's lock outlasted
-    ``NODE_LOCK_WAIT_S``: the pod is to be decided again."""
+    """Steps 1 to 3: the node lock, then one Binding that carries the decision's
+    annotations and label (the API server copies a Binding's annotations and, since
+    Kubernetes 1.33, its labels onto the pod as it sets ``nodeName``: one write
+    instead of a patch and a bind, and the device plugin never sees the pod bound
+    without its devices). On a failure the lock is released. None when another pod's
+    lock outlasted ``NODE_LOCK_WAIT_S``: the pod is to be decided again."""
     async with locks.turn(node):
         # Counted from the pod's turn: waiting behind this scheduler's own pods for the
         # node is progress, not a lock that never comes free.
         deadline = time.monotonic() + NODE_LOCK_WAIT_S
         while True:
-            lock = await locker.acquire(pod, node, locks.unlocked_version(node))
+            seen = locks.mark(node)
+            lock = await locker.acquire(pod, node, locks.watched(node))
             if lock.state is LockState.TAKEN:
+                locks.taken(node, lock.value)
                 break
             if lock.state is LockState.ERROR:
                 return BindResult(BindOutcome.ERROR, lock.detail)
@@ -258,9 +324,9 @@ async def write_decision(
             if left <= 0:
                 log.info("pod %s waited %g s for node %s: %s", pod.key, NODE_LOCK_WAIT_S, node, lock.detail)
                 return None
-            await locks.changed(node, min(left, NODE_LOCK_RECHECK_S))
-        annotations, labels = decision_metadata(node, allocation, now())
-        result = await locker.api.patch_pod_metadata(pod, annotations, labels)
+            await locks.changed(node, min(left, NODE_LOCK_RECHECK_S), since=seen)
+    annotations, labels = decision_metadata(node, allocation, now())
+    result = await locker.api.bind(pod, node, annotations, labels)
     if result.outcome is not BindOutcome.BOUND:
         await locker.release(pod, node)
     return result

@@ -23,7 +23,7 @@ from scheduler.k8s.api import BindOutcome, BindResult, KubeApi
 from scheduler.k8s.cache import PodChange, SchedulerCache, pod_key
 from scheduler.k8s.gang_cycle import GANG_PLUGIN, schedule_gang
 from scheduler.k8s.gangs import GangIndex, list_pod_groups
-from scheduler.k8s.hami import NodeLocker, NodeLocks, allocation_text, write_decision
+from scheduler.k8s.hami import NodeLocker, NodeLocks, allocation_text, bind_under_lock
 from scheduler.k8s.metrics import Metrics, attempts_label
 from scheduler.k8s.policy import ActiveProfile, PolicyManager
 from scheduler.k8s.preemptor import Preemptor, failed_scheduling_message
@@ -65,7 +65,7 @@ class SchedulerRuntime:
         self._wake = asyncio.Event()
         self._binds: set[asyncio.Task[None]] = set()
         self.node_locks = NodeLocks()
-        self.locker = NodeLocker(api)
+        self.locker = NodeLocker(api, known_pod=lambda key: key in self.cache.seen_pods)
         self.volume_events = VolumeEvents(self.cache.state.volumes)
         self.volume_binder = VolumeBinder(api, self.cache.state, lambda key: key in self.cache.seen_pods)
         self.preemptor = Preemptor(api, self.cache, policy.rng)
@@ -355,18 +355,14 @@ class SchedulerRuntime:
             await self.reporter.failed(pod, str(error), reason=SCHEDULER_ERROR)
             return
         try:
-            written = BindResult(BindOutcome.BOUND)
-            if allocation is not None:
-                waited = await write_decision(self.locker, self.node_locks, pod, decision.node, allocation)
+            if allocation is None:
+                result = await self.api.bind(pod, decision.node)
+            else:
+                waited = await bind_under_lock(self.locker, self.node_locks, pod, decision.node, allocation)
                 if waited is None:
                     self._lock_wait_over(entry)
                     return
-                written = waited
-            result = written
-            if written.outcome is BindOutcome.BOUND:
-                result = await self.api.bind(pod, decision.node)
-                if result.outcome is not BindOutcome.BOUND and allocation is not None:
-                    await self.locker.release(pod, decision.node)
+                result = waited
         except Exception as error:  # a bug or an unexpected client failure: never lose the pod
             log.exception("bind of %s failed unexpectedly", pod.key)
             result = BindResult(BindOutcome.ERROR, f"{type(error).__name__}: {error}")

@@ -216,6 +216,7 @@ def test_requests_outside_the_rbac_are_refused(core: client.CoreV1Api, identity:
             "read a configmap": lambda: as_chart.read_namespaced_config_map(FULLNAME, NAMESPACE),
             "create a pod": lambda: as_chart.create_namespaced_pod("default", pod("x", "default", SCHEDULER)),
             "delete a pod": lambda: as_chart.delete_collection_namespaced_pod("default"),
+            "patch a pod": lambda: as_chart.patch_namespaced_pod("x", "default", {"metadata": {}}),
             "update a pod": lambda: as_chart.replace_namespaced_pod(
                 "x", "default", pod("x", "default", SCHEDULER)
             ),
@@ -237,7 +238,7 @@ def test_requests_outside_the_rbac_are_refused(core: client.CoreV1Api, identity:
         }
     everywhere = {
         ("", "pods", "", "get"), ("", "pods", "", "list"), ("", "pods", "", "watch"),
-        ("", "pods", "", "patch"), ("", "pods", "", "delete"),
+        ("", "pods", "", "delete"),
         ("policy", "poddisruptionbudgets", "", "list"),
         ("", "nodes", "", "get"), ("", "nodes", "", "list"), ("", "nodes", "", "watch"),
         ("", "nodes", "", "patch"),

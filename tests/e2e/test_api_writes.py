@@ -1,4 +1,5 @@
-"""The writes the scheduler makes per pod (HAMi's annotations, bind, event,
+"""The writes the scheduler makes per pod (the bind, with HAMi's annotations and label on
+the Binding, event,
 PodScheduled condition) and the node lock's, as the API server sees them, through both
 paths of ``KubeApi``: the aiohttp transport and the official client (used where the
 transport cannot reproduce the Configuration)."""
@@ -58,10 +59,9 @@ def test_bind_event_and_condition_reach_the_api_server(
 
     async def scenario() -> list[BindOutcome]:
         outcomes = [
-            (await api.patch_pod_metadata(renamed, *decision)).outcome,  # the UID is immutable
-            (await api.patch_pod_metadata(gone, *decision)).outcome,
-            (await api.patch_pod_metadata(bound, *decision)).outcome,
-            (await api.bind(bound, "node-a")).outcome,
+            (await api.bind(renamed, "node-a", *decision)).outcome,  # the UID precondition
+            (await api.bind(gone, "node-a", *decision)).outcome,
+            (await api.bind(bound, "node-a", *decision)).outcome,  # annotations and label with it
             (await api.bind(bound, "node-b")).outcome,  # already bound
             (await api.bind(renamed, "node-b")).outcome,  # the UID precondition
             (await api.bind(gone, "node-a")).outcome,
@@ -74,7 +74,6 @@ def test_bind_event_and_condition_reach_the_api_server(
     assert outcomes == [
         BindOutcome.CONFLICT,
         BindOutcome.POD_GONE,
-        BindOutcome.BOUND,
         BindOutcome.BOUND,
         BindOutcome.CONFLICT,
         BindOutcome.CONFLICT,

@@ -135,7 +135,7 @@ def allocated_gpu(item: Any) -> str:
     return str(text.split(",")[0])
 
 
-def test_the_decision_is_on_the_pod_before_its_binding_under_the_node_lock(
+def test_the_decision_comes_with_the_pods_binding_under_the_node_lock(
     dev_cluster: Any, core: client.CoreV1Api, namespace: str, logs: Path
 ) -> None:
     recorder = Recorder(dev_cluster.kubeconfig, namespace)
@@ -162,8 +162,10 @@ def test_the_decision_is_on_the_pod_before_its_binding_under_the_node_lock(
     versions = [p for p in recorder.pods if p["metadata"]["name"] == "s30"]
     first_annotated = next(p for p in versions if VGPU_NODE in (p["metadata"].get("annotations") or {}))
     first_bound = next(p for p in versions if p["spec"].get("nodeName"))
-    # The annotations came in a version of their own, before the one with the node.
-    assert not first_annotated["spec"].get("nodeName")
+    # One write: the Binding carried the annotations and the label, so no version of the
+    # pod has the node without its devices (nor the devices without the node).
+    assert first_annotated is first_bound
+    assert first_bound["metadata"]["labels"][VGPU_NODE] == T4_NODE
     annotations = first_bound["metadata"]["annotations"]
     assert annotations[VGPU_NODE] == T4_NODE
     assert annotations[DEVICES_TO_ALLOCATE] == annotations[DEVICES_ALLOCATED] == f"{uuid},NVIDIA,4915,30:;"

@@ -16,9 +16,10 @@ from scheduler.k8s.hami import (
     LockState,
     NodeLocker,
     NodeLocks,
+    WatchedLock,
     allocation_text,
+    bind_under_lock,
     decision_metadata,
-    write_decision,
 )
 from scheduler.objects.pod import Pod
 from scheduler.objects.pod_manifest import pod_from_manifest
@@ -40,7 +41,7 @@ class FakeApi:
     conflicts: int = 0
     version: int = 1
     calls: list[str] = field(default_factory=list)
-    patch_outcome: BindOutcome = BindOutcome.BOUND
+    bind_outcome: BindOutcome = BindOutcome.BOUND
 
     async def read_node(self, name: str) -> dict[str, Any]:
         self.calls.append(f"get {name}")
@@ -64,15 +65,15 @@ class FakeApi:
         self.calls.append(f"get pod {namespace}/{name}")
         return f"{namespace}/{name}" in self.pods
 
-    async def patch_pod_metadata(
-        self, pod: Pod, annotations: dict[str, str], labels: dict[str, str]
+    async def bind(
+        self, pod: Pod, node: str, annotations: dict[str, str], labels: dict[str, str]
     ) -> BindResult:
-        self.calls.append(f"patch pod {pod.key} {sorted(annotations)} {labels}")
-        return BindResult(self.patch_outcome)
+        self.calls.append(f"bind {pod.key} {node} {sorted(annotations)} {labels}")
+        return BindResult(self.bind_outcome)
 
 
-def locker(api: FakeApi) -> NodeLocker:
-    return NodeLocker(api, clock=lambda: NOW)  # type: ignore[arg-type]
+def locker(api: FakeApi, watched_pods: frozenset[str] = frozenset()) -> NodeLocker:
+    return NodeLocker(api, clock=lambda: NOW, known_pod=watched_pods.__contains__)  # type: ignore[arg-type]
 
 
 OURS = "2026-08-21T06:20:39Z,ns,p"
@@ -173,35 +174,44 @@ def test_a_share_is_written_in_cores_percent_and_mib() -> None:
 
 
 @pytest.mark.parametrize(
-    ("api", "outcome", "lock_after", "patched"),
+    ("api", "outcome", "lock_after", "bound"),
     [
-        pytest.param(FakeApi(), BindOutcome.BOUND, OURS, True, id="locked, then the pod written"),
+        pytest.param(FakeApi(), BindOutcome.BOUND, OURS, True, id="locked, then bound"),
         pytest.param(
             FakeApi(lock=YOUNG, pods={"ns/q"}), None, YOUNG, False, id="held all along: decided again"
         ),
         pytest.param(
-            FakeApi(patch_outcome=BindOutcome.POD_GONE),
+            FakeApi(bind_outcome=BindOutcome.POD_GONE),
             BindOutcome.POD_GONE,
             None,
             True,
             id="pod gone: unlocked",
         ),
+        pytest.param(
+            FakeApi(bind_outcome=BindOutcome.CONFLICT),
+            BindOutcome.CONFLICT,
+            None,
+            True,
+            id="bound by another: unlocked",
+        ),
     ],
 )
-def test_the_decision_is_written_under_the_lock(
+def test_the_pod_is_bound_with_its_decision_under_the_lock(
     api: FakeApi,
     outcome: BindOutcome | None,
     lock_after: str | None,
-    patched: bool,
+    bound: bool,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(hami, "NODE_LOCK_WAIT_S", 0.3)
     monkeypatch.setattr(hami, "NODE_LOCK_RECHECK_S", 0.1)
     monkeypatch.setattr(hami, "now", lambda: NOW)
-    result = asyncio.run(write_decision(locker(api), NodeLocks(), POD, "n1", "GPU-0,NVIDIA,1000,10:;"))
+    result = asyncio.run(bind_under_lock(locker(api), NodeLocks(), POD, "n1", "GPU-0,NVIDIA,1000,10:;"))
     assert (result.outcome if result else None) is outcome
     assert api.lock == lock_after
-    assert any(c.startswith("patch pod ns/p") for c in api.calls) is patched
+    binds = [c for c in api.calls if c.startswith("bind ")]
+    annotations, labels = decision_metadata("n1", "", NOW)
+    assert binds == ([f"bind ns/p n1 {sorted(annotations)} {labels}"] if bound else [])
 
 
 @pytest.mark.parametrize("wait_s", [30.0, 0.04], ids=["default wait", "line longer than the wait"])
@@ -229,7 +239,7 @@ def test_pods_bound_to_one_node_take_its_lock_one_at_a_time_in_arrival_order(
                 locks.observe("n1", {})
 
     async def run() -> None:
-        writes = [write_decision(locker(api), locks, pod, "n1", "GPU-0,NVIDIA,1000,10:;") for pod in pods]
+        writes = [bind_under_lock(locker(api), locks, pod, "n1", "GPU-0,NVIDIA,1000,10:;") for pod in pods]
         releasing = asyncio.create_task(plugin())
         results = await asyncio.wait_for(asyncio.gather(*writes), 10)
         while api.lock is not None:  # the last pod's Allocate
@@ -240,49 +250,89 @@ def test_pods_bound_to_one_node_take_its_lock_one_at_a_time_in_arrival_order(
     asyncio.run(run())
     assert order == [pod.name for pod in pods]
     reads = [call for call in api.calls if call == "get n1"]
-    # The first pod reads once; each later one once while the lock is still held by its
-    # predecessor and once after the release: 1 + 2 x 4. Without turns, every waiting
-    # pod reads the node at every release, and this bound fails.
-    assert len(reads) <= 1 + 2 * (len(pods) - 1), api.calls
+    # Each pod reads the node once, after its predecessor's release (this watch shows no
+    # versions): while a lock it set is held, the scheduler knows without asking. Without
+    # turns every waiting pod reads the node at every release, and without ``taken``
+    # each later pod reads it while the lock is still held too; either fails this bound.
+    assert len(reads) <= len(pods), api.calls
 
 
 @pytest.mark.parametrize(
-    ("api", "cached_version", "calls"),
+    ("api", "watched", "watched_pods", "state", "calls"),
     [
-        pytest.param(FakeApi(version=7), "7", [f"patch n1 {OURS}"], id="watch current: one write"),
         pytest.param(
-            FakeApi(version=8),
-            "7",
-            [f"patch n1 {OURS}", "get n1", f"patch n1 {OURS}"],
-            id="node changed since: read, then write",
+            FakeApi(version=7), WatchedLock(None, "7"), set(), LockState.TAKEN,
+            [f"patch n1 {OURS}"], id="unlocked, watch current: one write",
         ),
         pytest.param(
-            FakeApi(lock=YOUNG, pods={"ns/q"}, version=8),
-            "7",
-            [f"patch n1 {OURS}", "get n1", "get pod ns/q"],
-            id="locked since: honoured",
+            FakeApi(version=8), WatchedLock(None, "7"), set(), LockState.TAKEN,
+            [f"patch n1 {OURS}", "get n1", f"patch n1 {OURS}"], id="node changed since: read, then write",
+        ),
+        pytest.param(
+            FakeApi(lock=YOUNG, pods={"ns/q"}, version=8), WatchedLock(None, "7"), set(), LockState.HELD,
+            [f"patch n1 {OURS}", "get n1", "get pod ns/q"], id="locked since: honoured",
+        ),
+        pytest.param(
+            FakeApi(lock=YOUNG, pods={"ns/q"}, version=8), WatchedLock(YOUNG, "8"), {"ns/q"}, LockState.HELD,
+            [], id="held by a pod the watch knows: no request",
+        ),
+        pytest.param(
+            FakeApi(lock=YOUNG, pods={"ns/q"}, version=8), WatchedLock(YOUNG, "8"), set(), LockState.HELD,
+            ["get pod ns/q"], id="held by a pod the watch does not know: asked",
+        ),
+        pytest.param(
+            FakeApi(lock=YOUNG, version=8), WatchedLock(YOUNG, "8"), set(), LockState.TAKEN,
+            ["get pod ns/q", f"patch n1 {OURS}"], id="held by a pod that is gone: taken over at once",
+        ),
+        pytest.param(
+            FakeApi(lock=YOUNG, pods={"ns/q"}, version=8), WatchedLock(YOUNG, ""), {"ns/q"}, LockState.HELD,
+            [], id="just set by this scheduler, version unknown: held",
+        ),
+        pytest.param(
+            FakeApi(version=8), WatchedLock(OLD, ""), {"ns/q"}, LockState.TAKEN,
+            ["get n1", f"patch n1 {OURS}"], id="expired at an unknown version: read, then write",
         ),
     ],
-)
-def test_a_node_the_watch_shows_unlocked_is_locked_without_reading_it(
-    api: FakeApi, cached_version: str, calls: list[str]
+)  # fmt: skip
+def test_the_lock_the_watch_shows_is_judged_without_reading_the_node(
+    api: FakeApi, watched: WatchedLock, watched_pods: set[str], state: LockState, calls: list[str]
 ) -> None:
-    asyncio.run(locker(api).acquire(POD, "n1", cached_version))
+    result = asyncio.run(locker(api, frozenset(watched_pods)).acquire(POD, "n1", watched))
+    assert result.state is state, result.detail
     assert api.calls == calls
 
 
-def test_only_a_node_last_seen_unlocked_offers_its_version() -> None:
+def test_the_watched_lock_is_the_last_one_known() -> None:
     locks = NodeLocks()
-    assert locks.unlocked_version("n1") is None  # never seen
+    assert locks.watched("n1") is None  # never seen
     locks.observe("n1", {}, "5")
-    assert locks.unlocked_version("n1") == "5"
+    assert locks.watched("n1") == WatchedLock(None, "5")
     locks.observe("n1", {NODE_LOCK_ANNOTATION: YOUNG}, "6")
-    assert locks.unlocked_version("n1") is None
+    assert locks.watched("n1") == WatchedLock(YOUNG, "6")
+    locks.taken("n1", OURS)  # before the watch shows it: the value, no version
+    assert locks.watched("n1") == WatchedLock(OURS, "")
     locks.observe("n1", {}, "")
-    assert locks.unlocked_version("n1") is None  # no version in the event
+    assert locks.watched("n1") is None  # unlocked, but at no known version
     locks.observe("n1", {}, "8")
     locks.forget("n1")
-    assert locks.unlocked_version("n1") is None
+    assert locks.watched("n1") is None
+
+
+def test_a_release_the_watch_shows_while_the_lock_is_read_still_wakes_the_pod() -> None:
+    """The pod read the lock as held; the release arrived before it began to wait: it must
+    not wait for the next change (or the recheck, seconds later)."""
+    locks = NodeLocks()
+    locks.observe("n1", {NODE_LOCK_ANNOTATION: YOUNG}, "6")
+
+    async def scenario() -> float:
+        seen = locks.mark("n1")
+        locks.observe("n1", {}, "7")  # during the read
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await locks.changed("n1", 5.0, since=seen)
+        return loop.time() - started
+
+    assert asyncio.run(scenario()) < 0.5
 
 
 def test_a_nodes_turns_stay_one_line_while_a_pod_waits_and_are_forgotten_after() -> None:
