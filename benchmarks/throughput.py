@@ -171,6 +171,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="during each run, patch a label onto this many nodes a second (as a fresh cluster's "
         "node lifecycle controller does)",
     )
+    parser.add_argument(
+        "--gpu-plugin",
+        choices=("hami", "nvidia"),
+        default="hami",
+        help="the nodes' GPUs: HAMi's (shares; GPU pods bind under HAMi's node lock, which the "
+        "dev cluster's device-plugin stand-in releases) or the plain NVIDIA device plugin's "
+        "(whole GPUs, the half-GPU pods ask a whole one: every scheduler makes the same calls)",
+    )
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "throughput")
     args = parser.parse_args(argv)
     args.schedulers = [s.strip() for s in args.schedulers.split(",") if s.strip()]
@@ -219,11 +227,11 @@ def wait_all_bound(scheduler: SchedulerUnderTest, watcher: BindWatcher, pods: in
 
 def measure(
     core: client.CoreV1Api, scheduler: SchedulerUnderTest, context: RunContext, result: RunResult,
-    timeout_s: float, relabel_per_s: float = 0.0,
+    timeout_s: float, relabel_per_s: float = 0.0, shares: bool = True,
 ) -> None:  # fmt: skip
     run_id = new_run_id("tp")
     relabeller = NodeRelabeller(core, run_id, relabel_per_s) if relabel_per_s > 0 else None
-    create_pods(core, run_id, scheduler.scheduler_name, result.pods)
+    create_pods(core, run_id, scheduler.scheduler_name, result.pods, shares)
     watcher = BindWatcher(core, f"{names.RUN_LABEL}={run_id}")
     watcher.start()
     if watcher.bound:
@@ -269,7 +277,9 @@ def run_one(
     print(f"  {variant} at {limits.label}: ", end="", flush=True)
     try:
         delete_pods(core)
-        measure(core, scheduler, context, result, args.run_timeout, args.relabel_per_s)
+        measure(
+            core, scheduler, context, result, args.run_timeout, args.relabel_per_s, args.gpu_plugin == "hami"
+        )
         print(
             f"{result.pods_per_s:.1f} pods/s, p50 {result.p50_ms:.0f} ms, p99 {result.p99_ms:.0f} ms "
             f"({result.ran})",
@@ -304,12 +314,13 @@ def run_matrix(args: argparse.Namespace, info: cluster.ClusterInfo, report: Repo
     core = kube.core_v1(info.kubeconfig)
     kube.ensure_namespace(core, NAMESPACE, info.kubeconfig)
     rows = devnodes.read_openb_node_list(args.node_list or openb_file("openb_node_list_gpu_node"))
-    check_fits(bench_node_specs(rows, min(args.nodes)), pod_requests(args.pods))
+    hami = args.gpu_plugin == "hami"
+    check_fits(bench_node_specs(rows, min(args.nodes), hami), pod_requests(args.pods, hami))
     for count in args.nodes:
         print(f"{count} nodes:", flush=True)
         try:
             ensure_nodes(
-                core, bench_node_specs(rows, count), timeout_s=args.node_timeout_per_100 * count / 100
+                core, bench_node_specs(rows, count, hami), timeout_s=args.node_timeout_per_100 * count / 100
             )
         except (RunTimeoutError, ApiException, OSError) as error:
             report.failures.append(f"{count} nodes: {error}")
@@ -331,6 +342,7 @@ class Report:
     folder: Path
     argv: list[str]
     pods: int
+    gpu_plugin: str
     results: list[RunResult]
     failures: list[str]
 
@@ -343,6 +355,7 @@ class Report:
             "command": self.argv,
             "cpus": os.cpu_count(),
             "pods": self.pods,
+            "gpu_plugin": self.gpu_plugin,
             "results": [asdict(r) for r in self.results],
             "failures": self.failures,
             "tables": self.tables(),
@@ -358,9 +371,11 @@ class Report:
         summaries = summarize(rows)
         rounds = max(summary.runs for summary in summaries)
         header = (
-            f"QPS/burst {limits.label}, {self.pods} pods; medians of {rounds} rounds\n"
+            f"QPS/burst {limits.label}, {self.pods} pods, {self.gpu_plugin} GPUs; "
+            f"medians of {rounds} rounds\n"
             f"{'nodes':>6}  {'scheduler':<36} {'pods/s':>7} {'range':>13} {'p50 ms':>7} {'p99 ms':>7} "
-            f"{'CPU s':>6} {'binding':>7} {'peak MiB':>8} {'x kube':>6} {'x null':>6} {'x null+ev':>9}"
+            f"{'start s':>7} {'CPU s':>6} {'binding':>7} {'peak MiB':>8} "
+            f"{'x kube':>6} {'x null':>6} {'x null+ev':>9}"
         )
         lines = [header]
         for summary in summaries:
@@ -376,7 +391,8 @@ class Report:
             lines.append(
                 f"{summary.nodes:>6}  {summary.name:<36} {summary.pods_per_s:>7.1f} "
                 f"{summary.low:>6.1f}-{summary.high:<6.1f} {summary.p50_ms:>7.1f} {summary.p99_ms:>7.1f} "
-                f"{summary.cpu_s:>6.1f} {summary.cpu_binding_s:>7.1f} {summary.peak_mib:>8.0f} "
+                f"{summary.startup_s:>7.2f} {summary.cpu_s:>6.1f} {summary.cpu_binding_s:>7.1f} "
+                f"{summary.peak_mib:>8.0f} "
                 f"{ratios[0]:>6.2f} {ratios[1]:>6.2f} {ratios[2]:>9.2f}{failed}"
             )
         return "\n".join(lines)
@@ -397,6 +413,7 @@ class Summary:
     high: float
     p50_ms: float
     p99_ms: float
+    startup_s: float
     cpu_s: float
     cpu_binding_s: float
     peak_mib: float
@@ -427,6 +444,7 @@ def summarize(rows: list[RunResult]) -> list[Summary]:
                 high=max(rates, default=math.nan),
                 p50_ms=median_of("p50_ms"),
                 p99_ms=median_of("p99_ms"),
+                startup_s=median_of("startup_s"),
                 cpu_s=median_of("cpu_s"),
                 cpu_binding_s=median_of("cpu_binding_s"),
                 peak_mib=median_of("peak_mib"),
@@ -452,7 +470,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     folder = args.out / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     folder.mkdir(parents=True, exist_ok=True)
-    report = Report(folder, sys.argv, args.pods, [], [])
+    report = Report(folder, sys.argv, args.pods, args.gpu_plugin, [], [])
     print(f"cluster {args.name!r} (no kube-scheduler); results in {folder}", flush=True)
     info = start_cluster(args.name)
     try:

@@ -24,6 +24,7 @@ from devcluster.workload import PodRequest, pod_manifest
 
 NAMESPACE = "rl-bench"
 NODE_PREFIX = "bench-node"
+PLAIN_NODE_PREFIX = "bench-plain"
 
 
 class RunTimeoutError(RuntimeError):
@@ -33,22 +34,28 @@ class RunTimeoutError(RuntimeError):
 # ---- nodes and pods ---------------------------------------------------------------
 
 
-def bench_node_specs(rows: list[tuple[str, devnodes.NodeType]], count: int) -> list[devnodes.NodeSpec]:
+def bench_node_specs(
+    rows: list[tuple[str, devnodes.NodeType]], count: int, hami: bool = True
+) -> list[devnodes.NodeSpec]:
     """Node i gets the size of a fixed shuffle of the openb rows (cycled past its end),
-    so 100 nodes are the first 100 of 1,000 and each prefix keeps the list's mix."""
+    so 100 nodes are the first 100 of 1,000 and each prefix keeps the list's mix. GPUs
+    are HAMi's (``hami``) or the plain NVIDIA device plugin's, under another name so a
+    kept cluster's nodes are replaced rather than reused."""
     order = np.random.default_rng(0).permutation(len(rows))
     topology = devnodes.Topology()
+    prefix = NODE_PREFIX if hami else PLAIN_NODE_PREFIX
     return [
-        devnodes.NodeSpec(f"{NODE_PREFIX}-{i:05d}", rows[order[i % len(rows)]][1], *topology.place(i))
+        devnodes.NodeSpec(f"{prefix}-{i:05d}", rows[order[i % len(rows)]][1], *topology.place(i), hami=hami)
         for i in range(count)
     ]
 
 
-def pod_requests(count: int) -> list[PodRequest]:
-    """A fixed mix: 1 in 5 asks for a whole GPU, 1 in 5 for half a GPU, the rest CPU only."""
+def pod_requests(count: int, shares: bool = True) -> list[PodRequest]:
+    """A fixed mix: 1 in 5 asks for a whole GPU, 1 in 5 for half a GPU (a whole one
+    without ``shares``: the plain device plugin has no shares), the rest CPU only."""
     shapes = (
         PodRequest(500, 1024, gpu_count=1),
-        PodRequest(500, 1024, gpu_count=1, gpu_milli=500),
+        PodRequest(500, 1024, gpu_count=1, gpu_milli=500 if shares else 1000),
         PodRequest(500, 1024),
         PodRequest(500, 1024),
         PodRequest(500, 1024),
@@ -143,10 +150,12 @@ def wait_nodes_schedulable(core: client.CoreV1Api, wanted: set[str], timeout_s: 
         time.sleep(1.0)
 
 
-def create_pods(core: client.CoreV1Api, run_id: str, scheduler_name: str, count: int) -> None:
+def create_pods(
+    core: client.CoreV1Api, run_id: str, scheduler_name: str, count: int, shares: bool = True
+) -> None:
     manifests = [
         pod_manifest(f"{run_id}-{i:05d}", NAMESPACE, request, scheduler_name=scheduler_name, run_id=run_id)
-        for i, request in enumerate(pod_requests(count))
+        for i, request in enumerate(pod_requests(count, shares))
     ]
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(lambda m: core.create_namespaced_pod(NAMESPACE, kube.body(m)), manifests))

@@ -32,6 +32,7 @@ from devcluster.errors import (
     NodeListNotFoundError,
 )
 from devcluster.kube import body
+from scheduler.resources.gpu import GPU_PRODUCT_LABEL
 
 MAX_NODES = 10_000
 DEFAULT_PODS_PER_NODE = 110
@@ -88,6 +89,10 @@ class NodeSpec:
     taints: tuple[Taint, ...] = ()
     pods: int = DEFAULT_PODS_PER_NODE
     extra_labels: dict[str, str] = field(default_factory=dict)
+    # GPUs registered as HAMi's device plugin registers them (shareable), or, False, as
+    # NVIDIA's plain device plugin advertises them: whole GPUs, typed by GPU feature
+    # discovery's product label.
+    hami: bool = True
 
 
 @dataclass(frozen=True)
@@ -229,7 +234,11 @@ def node_manifest(spec: NodeSpec) -> dict[str, Any]:
         # Nodes have no TTL-based object caching to manage: none has a kubelet.
         "node.alpha.kubernetes.io/ttl": "0",
     }
-    if size.gpu_count:
+    if size.gpu_count and not spec.hami:
+        resources[names.GPU_RESOURCE] = str(size.gpu_count)
+        if size.gpu_model:
+            labels[GPU_PRODUCT_LABEL] = size.gpu_model
+    elif size.gpu_count:
         # As HAMi's device plugin registers GPUs: nvidia.com/gpu counts vGPUs.
         resources[names.GPU_RESOURCE] = str(size.gpu_count * hami.SPLIT_COUNT)
         annotations[names.REGISTER_ANNOTATION] = hami.register_annotation(

@@ -34,7 +34,7 @@ from scheduler.plugins.profile_config import ResolvedProfile
 from scheduler.plugins.profiles import build, preset
 from scheduler.plugins.registry import ProfileContext
 from scheduler.sim.catalog import pod_list_path
-from scheduler.sim.trace import load_pods
+from scheduler.sim.trace import load_pod_shapes
 from scheduler.state.fragmentation import PodShape, TypicalPods, pod_shape, typical_pods
 
 log = logging.getLogger(__name__)
@@ -116,7 +116,7 @@ class TypicalWorkload:
         self.enabled = window > 0
         self._since_update = 0
         try:
-            self.current = typical_pods(pod_shape(p) for p in load_pods(pod_list_path(trace)))
+            self.current = typical_pods(load_pod_shapes(pod_list_path(trace)))
         except SchedulerInputError as error:
             log.warning("typical pods: %s; starting from the observed workload only", error)
             self.current = TypicalPods((), ())

@@ -35,6 +35,7 @@ from scheduler.sim.openb_hami import (
     trace_node_manifest,
     trace_pod_manifest,
 )
+from scheduler.state.fragmentation import PodShape, pod_shape
 
 __all__ = ["TRACE_NAMESPACE", "trace_node_manifest", "trace_pod_manifest"]
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
@@ -114,7 +115,17 @@ def load_nodes(path: Path, issues: TraceIssues | None = None) -> list[Node]:
     return nodes
 
 
+TraceRow = tuple[int, int, int, int, str]  # cpu_milli, memory_mib, num_gpu, gpu_milli, gpu_spec
+
+
 def _pod_row(where: str, row: dict[str, str], issues: TraceIssues) -> Pod:
+    name, fields = _pod_fields(where, row, issues)
+    manifest = trace_pod_manifest(name, *fields)
+    return replace(pod_from_manifest(manifest), uid=f"{TRACE_NAMESPACE}-{name}", source=where)
+
+
+def _pod_fields(where: str, row: dict[str, str], issues: TraceIssues) -> tuple[str, TraceRow]:
+    """A pod row's name and fields, checked (and capped) as the FGD simulator reads them."""
     name = (row.get("name") or "").strip()
     if not name:
         raise TraceError(where, "name", "empty pod name")
@@ -134,15 +145,14 @@ def _pod_row(where: str, row: dict[str, str], issues: TraceIssues) -> Pod:
     if num_gpu and gpu_milli % MILLI_PER_CORE_PERCENT:
         # HAMi asks cores and memory in whole percents of a GPU.
         raise TraceError(where, "gpu_milli", f"pod {name}: {gpu_milli} is not a multiple of 10 milli")
-    manifest = trace_pod_manifest(
-        name,
+    fields = (
         _int(where, row, "cpu_milli"),
         _int(where, row, "memory_mib"),
         num_gpu,
         gpu_milli,
         row.get("gpu_spec") or "",
     )
-    return replace(pod_from_manifest(manifest), uid=f"{TRACE_NAMESPACE}-{name}", source=where)
+    return name, fields
 
 
 def load_pods(path: Path, issues: TraceIssues | None = None) -> list[Pod]:
@@ -155,6 +165,26 @@ def load_pods(path: Path, issues: TraceIssues | None = None) -> list[Pod]:
         except SchedulerInputError as error:
             issues.add(error)
     return pods
+
+
+def load_pod_shapes(path: Path, issues: TraceIssues | None = None) -> list[PodShape]:
+    """The fragmentation shapes of an openb pod list's pods, in file order, as
+    ``pod_shape`` of ``load_pods`` gives them: each distinct row is built into a pod once
+    (the scheduler reads its typical pods from a trace at start-up, and 8,000 rows are
+    a few hundred shapes; building every pod took over a second)."""
+    issues = issues if issues is not None else TraceIssues()
+    built: dict[TraceRow, PodShape] = {}
+    shapes: list[PodShape] = []
+    for where, row in _rows(path, POD_COLUMNS):
+        try:
+            name, fields = _pod_fields(where, row, issues)
+        except SchedulerInputError as error:
+            issues.add(error)
+            continue
+        if fields not in built:
+            built[fields] = pod_shape(pod_from_manifest(trace_pod_manifest(name, *fields)))
+        shapes.append(built[fields])
+    return shapes
 
 
 def check_pods_against_nodes(pods: list[Pod], nodes: list[Node], issues: TraceIssues) -> None:

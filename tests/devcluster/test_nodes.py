@@ -100,6 +100,16 @@ def test_gpu_node_manifest_has_kwok_conventions_and_gpu() -> None:
     ]
 
 
+def test_a_plain_gpu_node_advertises_whole_gpus_typed_by_their_product_label() -> None:
+    spec = nodes.NodeSpec("n1", nodes.NODE_TYPES["gpu-v100"], "zone-a", "zone-a-rack-0", hami=False)
+    manifest = nodes.node_manifest(spec)
+    assert manifest["status"]["allocatable"][names.GPU_RESOURCE] == "8"
+    assert names.REGISTER_ANNOTATION not in manifest["metadata"]["annotations"]
+    node = node_from_manifest(manifest)
+    assert not node.gpu_sharing
+    assert [g.type for g in node.gpus] == ["V100M32"] * 8
+
+
 def test_cpu_node_manifest_has_no_gpu_and_carries_taints() -> None:
     spec = nodes.NodeSpec("n2", nodes.NODE_TYPES["cpu-small"], "zone-b", "zone-b-rack-0",
                           taints=(nodes.KWOK_TAINT,))  # fmt: skip

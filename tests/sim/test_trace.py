@@ -13,10 +13,12 @@ from scheduler.sim.trace import (
     TraceIssues,
     check_pods_against_nodes,
     load_nodes,
+    load_pod_shapes,
     load_pods,
     trace_node_manifest,
     trace_pod_manifest,
 )
+from scheduler.state.fragmentation import pod_shape
 
 POD_HEADER = (
     "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
@@ -67,6 +69,30 @@ def test_bad_pod_rows_are_reported_and_skipped(tmp_path: Path, row: str, message
     assert [p.name for p in pods] == ["p2"]
     assert len(issues.messages) == 1, issues.messages
     assert issues.messages[0].startswith(message)
+    shape_issues = TraceIssues()
+    assert load_pod_shapes(path, shape_issues) == [pod_shape(pods[0])]
+    assert shape_issues.messages == issues.messages
+
+
+@pytest.mark.parametrize("trace", ["default", "gpushare40", "multigpu20", "gpuspec10"])
+def test_the_shapes_of_a_trace_are_those_of_its_pods(trace: str) -> None:
+    """``load_pod_shapes`` builds each distinct row once: the same shapes, in file order."""
+    path = pod_list_path(trace)
+    assert load_pod_shapes(path) == [pod_shape(pod) for pod in load_pods(path)]
+
+
+def test_capped_and_gpuless_shares_shape_as_their_pods(tmp_path: Path) -> None:
+    rows = (
+        "p1,1000,1024,1,1200,,LS,Running,0,1,0\n"  # capped at one GPU
+        "p2,1000,1024,1,0,,LS,Running,0,1,0\n"  # no share: CPU only
+        "p3,2000,1024,1,500,V100M16|V100M32,LS,Running,0,1,0\n"
+        "p4,2000,1024,1,500,V100M16|V100M32,LS,Running,0,1,0\n"
+    )
+    path = write(tmp_path, "pods.csv", POD_HEADER + rows)
+    issues, shape_issues = TraceIssues(), TraceIssues()
+    assert load_pod_shapes(path, shape_issues) == [pod_shape(p) for p in load_pods(path, issues)]
+    assert shape_issues.messages == issues.messages
+    assert len(issues.messages) == 2
 
 
 def test_unplaceable_pods_are_reported_and_kept(tmp_path: Path) -> None:
