@@ -130,7 +130,7 @@ class NullBinder:
             task.add_done_callback(self._binds.discard)
 
     async def _bind(self, pod: Pod, node: str, taken: float) -> None:
-        result = await self.api.bind(pod, node, ())
+        result = await self.api.bind(pod, node)
         if result.outcome is BindOutcome.BOUND:
             self.tally.latencies_s.append(time.perf_counter() - taken)
             if self.reporter is not None:

@@ -49,6 +49,7 @@ from throughput_cluster import (
     NAMESPACE,
     BindWatcher,
     NodeRelabeller,
+    PacedCreator,
     RunTimeoutError,
     bench_node_specs,
     check_fits,
@@ -108,6 +109,9 @@ class RunResult:
     peak_mib: float = math.nan
     load_average: float = math.nan  # 1-minute load when the run started
     relabelled: int = 0  # nodes given a new label during the run (--relabel-per-s)
+    offered_per_s: float = math.nan  # --rate: pods created a second, as sent
+    e2e_p50_ms: float = math.nan  # --rate: creation (the request sent) to bound (the watch)
+    e2e_p99_ms: float = math.nan
     round: int = 1
     error: str = ""
 
@@ -179,6 +183,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "dev cluster's device-plugin stand-in releases) or the plain NVIDIA device plugin's "
         "(whole GPUs, the half-GPU pods ask a whole one: every scheduler makes the same calls)",
     )
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="a steady arrival instead of a burst: once the scheduler has bound a first pod, the "
+        "--pods pods are created at this many a second while it schedules; the table gives the "
+        "rate offered, the rate bound and creation-to-bound latencies",
+    )
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "throughput")
     args = parser.parse_args(argv)
     args.schedulers = [s.strip() for s in args.schedulers.split(",") if s.strip()]
@@ -186,6 +198,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--pods: at least 2 (pods/s needs a first and a last bind)")
     if args.rounds < 1:
         parser.error("--rounds: at least 1")
+    if args.rate < 0 or args.rate != args.rate:
+        parser.error(f"--rate: a number of pods a second, at least 0 (0: a burst), got {args.rate}")
     return args
 
 
@@ -223,6 +237,53 @@ def wait_all_bound(scheduler: SchedulerUnderTest, watcher: BindWatcher, pods: in
             )
         time.sleep(POLL_S)
     return cpu_at_first
+
+
+def measure_steady(
+    core: client.CoreV1Api, scheduler: SchedulerUnderTest, context: RunContext, result: RunResult,
+    timeout_s: float, rate: float, shares: bool = True,
+) -> None:  # fmt: skip
+    """The scheduler started on an empty queue; once it has bound a first pod (start to
+    first bind), the run's pods are created at ``rate`` a second while it schedules."""
+    run_id = new_run_id("tp")
+    watcher = BindWatcher(core, f"{names.RUN_LABEL}={run_id}")
+    watcher.start()
+    creator = PacedCreator(core, run_id, scheduler.scheduler_name, result.pods, rate, shares)
+    warm_up = f"{run_id}-warm-up"
+    result.load_average = os.getloadavg()[0]
+    started = time.time()
+    try:
+        scheduler.start(context)
+        create_pods(core, run_id, scheduler.scheduler_name, 1, shares, name=warm_up)
+        wait_all_bound(scheduler, watcher, 1, timeout_s)
+        result.startup_s = watcher.bound_at[warm_up] - started
+        cpu_at_first = cpu_seconds(scheduler.pid)
+        creator.start()
+        wait_all_bound(scheduler, watcher, result.pods + 1, timeout_s)
+        creator.join(timeout_s)
+        result.cpu_s = cpu_seconds(scheduler.pid)
+        result.cpu_binding_s = result.cpu_s - cpu_at_first
+        result.peak_mib = peak_memory_mib(scheduler.pid)
+        latency = scheduler.latency(result.pods + 1)
+        result.p50_ms, result.p99_ms = latency.p50_s * 1000, latency.p99_s * 1000
+        result.latency_method = f"{latency.method} of {latency.count}"
+        result.ran = scheduler.what_ran()
+    finally:
+        scheduler.stop()
+        watcher.stop()
+        bound = {name: at for name, at in watcher.bound_at.items() if name != warm_up}
+        times = sorted(bound.values())
+        result.bound = len(times)
+        if len(times) >= 2:
+            result.span_s = times[-1] - times[0]
+            result.pods_per_s = (len(times) - 1) / result.span_s if result.span_s > 0 else math.inf
+        result.offered_per_s = creator.offered_per_s
+        waits = sorted(bound[name] - sent for name, sent in creator.created_at.items() if name in bound)
+        if waits:
+            result.e2e_p50_ms = 1000 * statistics.quantiles(waits, n=100, method="inclusive")[49]
+            result.e2e_p99_ms = 1000 * statistics.quantiles(waits, n=100, method="inclusive")[98]
+        if creator.errors:
+            raise RuntimeError(f"{len(creator.errors)} pods not created, e.g. {creator.errors[0]}")
 
 
 def measure(
@@ -277,14 +338,21 @@ def run_one(
     print(f"  {variant} at {limits.label}: ", end="", flush=True)
     try:
         delete_pods(core)
-        measure(
-            core, scheduler, context, result, args.run_timeout, args.relabel_per_s, args.gpu_plugin == "hami"
-        )
-        print(
-            f"{result.pods_per_s:.1f} pods/s, p50 {result.p50_ms:.0f} ms, p99 {result.p99_ms:.0f} ms "
-            f"({result.ran})",
-            flush=True,
-        )
+        shares = args.gpu_plugin == "hami"
+        if args.rate:
+            measure_steady(core, scheduler, context, result, args.run_timeout, args.rate, shares)
+            print(
+                f"offered {result.offered_per_s:.1f}, bound {result.pods_per_s:.1f} pods/s, creation to "
+                f"bound p50 {result.e2e_p50_ms:.0f} ms, p99 {result.e2e_p99_ms:.0f} ms ({result.ran})",
+                flush=True,
+            )
+        else:
+            measure(core, scheduler, context, result, args.run_timeout, args.relabel_per_s, shares)
+            print(
+                f"{result.pods_per_s:.1f} pods/s, p50 {result.p50_ms:.0f} ms, p99 {result.p99_ms:.0f} ms "
+                f"({result.ran})",
+                flush=True,
+            )
     except (SchedulerExitedError, RunTimeoutError, ApiException, RuntimeError, OSError) as error:
         result.error = str(error)
         print(f"FAILED after {result.bound} binds: {error}", flush=True)
@@ -343,6 +411,7 @@ class Report:
     argv: list[str]
     pods: int
     gpu_plugin: str
+    rate: float
     results: list[RunResult]
     failures: list[str]
 
@@ -356,11 +425,33 @@ class Report:
             "cpus": os.cpu_count(),
             "pods": self.pods,
             "gpu_plugin": self.gpu_plugin,
+            "rate": self.rate,
             "results": [asdict(r) for r in self.results],
             "failures": self.failures,
             "tables": self.tables(),
         }
         (self.folder / "throughput.json").write_text(json.dumps(document, indent=2, default=str) + "\n")
+
+    def steady_table(self, limits: ClientLimits, summaries: list[Summary], rounds: int) -> str:
+        lines = [
+            f"QPS/burst {limits.label}, {self.pods} pods at {self.rate:g}/s, {self.gpu_plugin} GPUs; "
+            f"medians of {rounds} rounds",
+            f"{'nodes':>6}  {'scheduler':<36} {'offered':>7} {'bound/s':>7} {'range':>13} "
+            f"{'e2e p50 ms':>10} {'e2e p99 ms':>10} {'start s':>7} {'CPU s':>6} {'peak MiB':>8}",
+        ]
+        for summary in summaries:
+            if summary.failed == summary.runs:
+                reason = summary.error.splitlines()[0][:70]
+                lines.append(f"{summary.nodes:>6}  {summary.name:<36} failed ({summary.runs} runs): {reason}")
+                continue
+            failed = f" ({summary.failed} of {summary.runs} runs failed)" if summary.failed else ""
+            lines.append(
+                f"{summary.nodes:>6}  {summary.name:<36} {summary.offered_per_s:>7.1f} "
+                f"{summary.pods_per_s:>7.1f} {summary.low:>6.1f}-{summary.high:<6.1f} "
+                f"{summary.e2e_p50_ms:>10.0f} {summary.e2e_p99_ms:>10.0f} {summary.startup_s:>7.2f} "
+                f"{summary.cpu_s:>6.1f} {summary.peak_mib:>8.0f}{failed}"
+            )
+        return "\n".join(lines)
 
     def tables(self) -> str:
         settings = sorted({(r.qps, r.burst) for r in self.results})
@@ -370,6 +461,8 @@ class Report:
         rows = [r for r in self.results if (r.qps, r.burst) == (limits.qps, limits.burst)]
         summaries = summarize(rows)
         rounds = max(summary.runs for summary in summaries)
+        if self.rate:
+            return self.steady_table(limits, summaries, rounds)
         header = (
             f"QPS/burst {limits.label}, {self.pods} pods, {self.gpu_plugin} GPUs; "
             f"medians of {rounds} rounds\n"
@@ -417,6 +510,9 @@ class Summary:
     cpu_s: float
     cpu_binding_s: float
     peak_mib: float
+    offered_per_s: float
+    e2e_p50_ms: float
+    e2e_p99_ms: float
     error: str
 
 
@@ -445,6 +541,9 @@ def summarize(rows: list[RunResult]) -> list[Summary]:
                 p50_ms=median_of("p50_ms"),
                 p99_ms=median_of("p99_ms"),
                 startup_s=median_of("startup_s"),
+                offered_per_s=median_of("offered_per_s"),
+                e2e_p50_ms=median_of("e2e_p50_ms"),
+                e2e_p99_ms=median_of("e2e_p99_ms"),
                 cpu_s=median_of("cpu_s"),
                 cpu_binding_s=median_of("cpu_binding_s"),
                 peak_mib=median_of("peak_mib"),
@@ -470,7 +569,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     folder = args.out / dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     folder.mkdir(parents=True, exist_ok=True)
-    report = Report(folder, sys.argv, args.pods, args.gpu_plugin, [], [])
+    report = Report(folder, sys.argv, args.pods, args.gpu_plugin, args.rate, [], [])
     print(f"cluster {args.name!r} (no kube-scheduler); results in {folder}", flush=True)
     info = start_cluster(args.name)
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import sys
 import threading
 import time
@@ -150,15 +151,75 @@ def wait_nodes_schedulable(core: client.CoreV1Api, wanted: set[str], timeout_s: 
         time.sleep(1.0)
 
 
-def create_pods(
-    core: client.CoreV1Api, run_id: str, scheduler_name: str, count: int, shares: bool = True
-) -> None:
-    manifests = [
+def run_manifests(run_id: str, scheduler_name: str, count: int, shares: bool = True) -> list[dict[str, Any]]:
+    return [
         pod_manifest(f"{run_id}-{i:05d}", NAMESPACE, request, scheduler_name=scheduler_name, run_id=run_id)
         for i, request in enumerate(pod_requests(count, shares))
     ]
+
+
+def create_pods(
+    core: client.CoreV1Api, run_id: str, scheduler_name: str, count: int, shares: bool = True,
+    name: str = "",
+) -> None:  # fmt: skip
+    """The run's pods, created at once; ``name`` names the only pod of a run of one."""
+    manifests = run_manifests(run_id, scheduler_name, count, shares)
+    if name:
+        if count != 1:
+            raise ValueError(f"create_pods: a name for {count} pods")
+        manifests = [{**m, "metadata": {**m["metadata"], "name": name}} for m in manifests]
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(lambda m: core.create_namespaced_pod(NAMESPACE, kube.body(m)), manifests))
+
+
+class PacedCreator:
+    """Creates a run's pods at a steady ``rate`` a second from a thread of its own (at
+    most 16 requests in flight), recording when each request was sent: the creation
+    time of each pod to the millisecond (an object's creationTimestamp has seconds).
+    When the API server cannot keep up, the offered rate is lower than asked:
+    ``offered_per_s`` says what it was."""
+
+    def __init__(
+        self, core: client.CoreV1Api, run_id: str, scheduler_name: str, count: int, rate: float,
+        shares: bool = True,
+    ) -> None:  # fmt: skip
+        self.manifests = run_manifests(run_id, scheduler_name, count, shares)
+        self.core = core
+        self.rate = rate
+        self.created_at: dict[str, float] = {}
+        self.errors: list[str] = []
+        self._thread = threading.Thread(target=self._run, name="paced-creator", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self, timeout_s: float) -> None:
+        self._thread.join(timeout_s)
+
+    @property
+    def offered_per_s(self) -> float:
+        times = sorted(self.created_at.values())
+        if len(times) < 2 or times[-1] <= times[0]:
+            return math.nan
+        return (len(times) - 1) / (times[-1] - times[0])
+
+    def _create(self, manifest: dict[str, Any]) -> None:
+        name = manifest["metadata"]["name"]
+        self.created_at[name] = time.time()
+        try:
+            self.core.create_namespaced_pod(NAMESPACE, kube.body(manifest))
+        except ApiException as error:
+            self.created_at.pop(name, None)
+            self.errors.append(f"{name}: {error.status} {error.reason}")
+
+    def _run(self) -> None:
+        started = time.monotonic()
+        with ThreadPoolExecutor(16) as pool:
+            for i, manifest in enumerate(self.manifests):
+                delay = started + i / self.rate - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                pool.submit(self._create, manifest)
 
 
 def delete_pods(core: client.CoreV1Api, timeout_s: float = 300.0) -> None:
