@@ -312,9 +312,10 @@ async def bind_under_lock(
         # Counted from the pod's turn: waiting behind this scheduler's own pods for the
         # node is progress, not a lock that never comes free.
         deadline = time.monotonic() + NODE_LOCK_WAIT_S
+        watched = locks.watched(node)
         while True:
             seen = locks.mark(node)
-            lock = await locker.acquire(pod, node, locks.watched(node))
+            lock = await locker.acquire(pod, node, watched)
             if lock.state is LockState.TAKEN:
                 locks.taken(node, lock.value)
                 break
@@ -325,6 +326,9 @@ async def bind_under_lock(
                 log.info("pod %s waited %g s for node %s: %s", pod.key, NODE_LOCK_WAIT_S, node, lock.detail)
                 return None
             await locks.changed(node, min(left, NODE_LOCK_RECHECK_S), since=seen)
+            # A change the watch showed is judged from the watch; after a quiet recheck
+            # the node is read, so a watch that has stalled holds no pod back.
+            watched = locks.watched(node) if locks.mark(node) != seen else None
     annotations, labels = decision_metadata(node, allocation, now())
     result = await locker.api.bind(pod, node, annotations, labels)
     if result.outcome is not BindOutcome.BOUND:

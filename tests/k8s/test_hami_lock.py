@@ -318,6 +318,25 @@ def test_the_watched_lock_is_the_last_one_known() -> None:
     assert locks.watched("n1") is None
 
 
+def test_a_lock_released_where_the_watch_does_not_show_it_is_found_at_the_recheck(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The watch shows the node locked by a pod it knows; the lock is gone at the API
+    server, and the watch stays quiet (stalled): the recheck reads the node."""
+    monkeypatch.setattr(hami, "NODE_LOCK_WAIT_S", 1.0)
+    monkeypatch.setattr(hami, "NODE_LOCK_RECHECK_S", 0.05)
+    monkeypatch.setattr(hami, "now", lambda: NOW)
+    api = FakeApi(version=9)  # unlocked at the API server
+    locks = NodeLocks()
+    locks.observe("n1", {NODE_LOCK_ANNOTATION: YOUNG}, "8")
+    result = asyncio.run(
+        bind_under_lock(locker(api, frozenset({"ns/q"})), locks, POD, "n1", "GPU-0,NVIDIA,1000,10:;")
+    )
+    assert result is not None
+    assert result.outcome is BindOutcome.BOUND
+    assert api.calls[:2] == ["get n1", f"patch n1 {OURS}"]
+
+
 def test_a_release_the_watch_shows_while_the_lock_is_read_still_wakes_the_pod() -> None:
     """The pod read the lock as held; the release arrived before it began to wait: it must
     not wait for the next change (or the recheck, seconds later)."""
