@@ -4,7 +4,8 @@ the API server allows a Python client), at the same client QPS/burst.
 
     nice -n 10 .venv/bin/python benchmarks/throughput.py --nodes 100,1000,5000 \\
         --pods 1000 --qps-burst 50/100,5000/5000 [--schedulers kube-scheduler,fgd,gnn,null] \\
-        [--rounds 3] [--name rl-bench] [--keep-cluster] [--run-timeout 600] [--out runs/throughput]
+        [--rounds 3] [--gpu-plugin hami|nvidia] [--rate 150] [--name rl-bench] [--keep-cluster] \\
+        [--run-timeout 600] [--out runs/throughput]
 
 It starts a dev cluster without kube-scheduler (hack/devcluster, ``--name``), so only
 the scheduler under test binds, and adds KWOK nodes sized from the openb GPU node list
@@ -24,7 +25,9 @@ N times, the schedulers interleaved, and the tables give the median of each figu
 the lowest and highest pods/s, and ratios of medians. Schedulers: ``kube-scheduler``,
 ``null``, ``null-events`` (the null binder posting kube-scheduler's ``Scheduled``
 event after each bind: the ceiling for a scheduler that reports like kube-scheduler),
-or an rl-scheduler profile (``fgd``, ``best-fit``, ``gnn``, ...).
+or an rl-scheduler profile (``fgd``, ``best-fit``, ``gnn``, ...). ``--gpu-plugin nvidia``
+gives the nodes whole GPUs of NVIDIA's plain device plugin (every scheduler then makes
+the same calls per pod); ``--rate`` replaces the burst with a steady arrival.
 """
 
 from __future__ import annotations
