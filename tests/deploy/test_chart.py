@@ -248,7 +248,6 @@ def test_rbac_is_what_the_scheduler_calls_and_no_more(helm: Path) -> None:
         ("", "pods", "get"),  # after a bind whose answer was lost; the pod named by a HAMi node lock
         ("", "pods", "list"),
         ("", "pods", "watch"),
-        ("", "pods", "patch"),  # HAMi's allocation annotations, before the bind
         ("", "pods", "delete"),  # preemption's victims
         ("policy", "poddisruptionbudgets", "list"),  # preemption respects them
         ("", "nodes", "get"),  # the HAMi node lock: read, then set or removed at that version
@@ -257,7 +256,7 @@ def test_rbac_is_what_the_scheduler_calls_and_no_more(helm: Path) -> None:
         ("", "nodes", "watch"),
         ("", "namespaces", "list"),
         ("", "namespaces", "watch"),
-        ("", "pods/binding", "create"),
+        ("", "pods/binding", "create"),  # with HAMi's allocation annotations and label
         ("", "pods/status", "patch"),
         ("events.k8s.io", "events", "create"),
         # volumes: read as kube-scheduler's volume plugins read them; a chosen PV gets
