@@ -60,6 +60,7 @@ from throughput_cluster import (
     delete_pods,
     ensure_nodes,
     pod_requests,
+    run_manifests,
 )
 from throughput_schedulers import (
     REPO,
@@ -242,6 +243,26 @@ def wait_all_bound(scheduler: SchedulerUnderTest, watcher: BindWatcher, pods: in
     return cpu_at_first
 
 
+def record_process(scheduler: SchedulerUnderTest, result: RunResult, pods: int, cpu_at_first: float) -> None:
+    """The scheduler process's figures once its ``pods`` are bound: CPU (all, and since
+    the first bind), peak memory, attempt latencies and what ran."""
+    result.cpu_s = cpu_seconds(scheduler.pid)
+    result.cpu_binding_s = result.cpu_s - cpu_at_first
+    result.peak_mib = peak_memory_mib(scheduler.pid)
+    latency = scheduler.latency(pods)
+    result.p50_ms, result.p99_ms = latency.p50_s * 1000, latency.p99_s * 1000
+    result.latency_method = f"{latency.method} of {latency.count}"
+    result.ran = scheduler.what_ran()
+
+
+def record_binds(result: RunResult, times: list[float]) -> None:
+    """Pods bound and pods/s between the first and the last bind ``times`` (sorted)."""
+    result.bound = len(times)
+    if len(times) >= 2:
+        result.span_s = times[-1] - times[0]
+        result.pods_per_s = (len(times) - 1) / result.span_s if result.span_s > 0 else math.inf
+
+
 def measure_steady(
     core: client.CoreV1Api, scheduler: SchedulerUnderTest, context: RunContext, result: RunResult,
     timeout_s: float, rate: float, shares: bool = True,
@@ -257,34 +278,26 @@ def measure_steady(
     started = time.time()
     try:
         scheduler.start(context)
-        create_pods(core, run_id, scheduler.scheduler_name, 1, shares, name=warm_up)
+        [manifest] = run_manifests(run_id, scheduler.scheduler_name, 1, shares)
+        manifest["metadata"]["name"] = warm_up
+        core.create_namespaced_pod(NAMESPACE, kube.body(manifest))
         wait_all_bound(scheduler, watcher, 1, timeout_s)
         result.startup_s = watcher.bound_at[warm_up] - started
         cpu_at_first = cpu_seconds(scheduler.pid)
         creator.start()
         wait_all_bound(scheduler, watcher, result.pods + 1, timeout_s)
         creator.join(timeout_s)
-        result.cpu_s = cpu_seconds(scheduler.pid)
-        result.cpu_binding_s = result.cpu_s - cpu_at_first
-        result.peak_mib = peak_memory_mib(scheduler.pid)
-        latency = scheduler.latency(result.pods + 1)
-        result.p50_ms, result.p99_ms = latency.p50_s * 1000, latency.p99_s * 1000
-        result.latency_method = f"{latency.method} of {latency.count}"
-        result.ran = scheduler.what_ran()
+        record_process(scheduler, result, result.pods + 1, cpu_at_first)
     finally:
         scheduler.stop()
         watcher.stop()
         bound = {name: at for name, at in watcher.bound_at.items() if name != warm_up}
-        times = sorted(bound.values())
-        result.bound = len(times)
-        if len(times) >= 2:
-            result.span_s = times[-1] - times[0]
-            result.pods_per_s = (len(times) - 1) / result.span_s if result.span_s > 0 else math.inf
+        record_binds(result, sorted(bound.values()))
         result.offered_per_s = creator.offered_per_s
         waits = sorted(bound[name] - sent for name, sent in creator.created_at.items() if name in bound)
         if waits:
-            result.e2e_p50_ms = 1000 * statistics.quantiles(waits, n=100, method="inclusive")[49]
-            result.e2e_p99_ms = 1000 * statistics.quantiles(waits, n=100, method="inclusive")[98]
+            percentiles = statistics.quantiles(waits, n=100, method="inclusive")
+            result.e2e_p50_ms, result.e2e_p99_ms = 1000 * percentiles[49], 1000 * percentiles[98]
         if creator.errors:
             raise RuntimeError(f"{len(creator.errors)} pods not created, e.g. {creator.errors[0]}")
 
@@ -307,13 +320,7 @@ def measure(
             relabeller.start()
         scheduler.start(context)
         cpu_at_first = wait_all_bound(scheduler, watcher, result.pods, timeout_s)
-        result.cpu_s = cpu_seconds(scheduler.pid)
-        result.peak_mib = peak_memory_mib(scheduler.pid)
-        latency = scheduler.latency(result.pods)
-        result.p50_ms, result.p99_ms = latency.p50_s * 1000, latency.p99_s * 1000
-        result.latency_method = f"{latency.method} of {latency.count}"
-        result.cpu_binding_s = result.cpu_s - cpu_at_first
-        result.ran = scheduler.what_ran()
+        record_process(scheduler, result, result.pods, cpu_at_first)
     finally:
         scheduler.stop()
         watcher.stop()
@@ -321,10 +328,7 @@ def measure(
             relabeller.stop()
             result.relabelled = relabeller.patched
         times = sorted(watcher.bound_at.values())
-        result.bound = len(times)
-        if len(times) >= 2:
-            result.span_s = times[-1] - times[0]
-            result.pods_per_s = (len(times) - 1) / result.span_s if result.span_s > 0 else math.inf
+        record_binds(result, times)
         if times:
             result.startup_s = times[0] - started
 
@@ -444,8 +448,7 @@ class Report:
         ]
         for summary in summaries:
             if summary.failed == summary.runs:
-                reason = summary.error.splitlines()[0][:70]
-                lines.append(f"{summary.nodes:>6}  {summary.name:<36} failed ({summary.runs} runs): {reason}")
+                lines.append(_failure_line(summary))
                 continue
             failed = f" ({summary.failed} of {summary.runs} runs failed)" if summary.failed else ""
             lines.append(
@@ -476,8 +479,7 @@ class Report:
         lines = [header]
         for summary in summaries:
             if summary.failed == summary.runs:
-                reason = summary.error.splitlines()[0][:70]
-                lines.append(f"{summary.nodes:>6}  {summary.name:<36} failed ({summary.runs} runs): {reason}")
+                lines.append(_failure_line(summary))
                 continue
             ratios = [
                 summary.pods_per_s / _rate_of(summaries, summary.nodes, baseline)
@@ -517,6 +519,11 @@ class Summary:
     e2e_p50_ms: float
     e2e_p99_ms: float
     error: str
+
+
+def _failure_line(summary: Summary) -> str:
+    reason = summary.error.splitlines()[0][:70]
+    return f"{summary.nodes:>6}  {summary.name:<36} failed ({summary.runs} runs): {reason}"
 
 
 def summarize(rows: list[RunResult]) -> list[Summary]:

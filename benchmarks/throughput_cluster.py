@@ -159,15 +159,9 @@ def run_manifests(run_id: str, scheduler_name: str, count: int, shares: bool = T
 
 
 def create_pods(
-    core: client.CoreV1Api, run_id: str, scheduler_name: str, count: int, shares: bool = True,
-    name: str = "",
-) -> None:  # fmt: skip
-    """The run's pods, created at once; ``name`` names the only pod of a run of one."""
+    core: client.CoreV1Api, run_id: str, scheduler_name: str, count: int, shares: bool = True
+) -> None:
     manifests = run_manifests(run_id, scheduler_name, count, shares)
-    if name:
-        if count != 1:
-            raise ValueError(f"create_pods: a name for {count} pods")
-        manifests = [{**m, "metadata": {**m["metadata"], "name": name}} for m in manifests]
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(lambda m: core.create_namespaced_pod(NAMESPACE, kube.body(m)), manifests))
 
