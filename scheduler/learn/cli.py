@@ -24,7 +24,7 @@ from tqdm import tqdm
 from scheduler.cli_values import COUNT, existing_dir, named_by, number, parse_seeds
 from scheduler.learn.ablation import NETWORK_OFF
 from scheduler.learn.args import add_dataclass_arguments, from_namespace
-from scheduler.learn.options import EsArgs, ImitationArgs, PipelineArgs, PpoArgs
+from scheduler.learn.options import EsArgs, ImitationArgs, PipelineArgs, PpoArgs, RolloutArgs
 from scheduler.plugins.profiles import profile_names
 from scheduler.policy.config import PER_NODE_KINDS
 from scheduler.sim import paired, report
@@ -91,6 +91,7 @@ def register(commands: Any) -> None:
         ("imitation", ImitationArgs, "imitate the fgd-reserve teacher (the shipped checkpoint)"),
         ("es", EsArgs, "evolution strategies on the saturated allocation from a checkpoint"),
         ("ppo", PpoArgs, "PPO with action masking (actor-critic)"),
+        ("rollout", RolloutArgs, "learn where one step of lookahead over fgd-reserve beats it"),
     ):
         stage = stages.add_parser(name, help=text)
         add_dataclass_arguments(stage, cls)
@@ -151,12 +152,14 @@ def _train(args: argparse.Namespace) -> int:
     if cls is PipelineArgs:
         folder = run_pipeline(options)
     else:
-        from scheduler.learn import es, imitation, ppo  # noqa: PLC0415
+        from scheduler.learn import es, imitation, ppo, rollout  # noqa: PLC0415
 
         if cls is ImitationArgs:
             folder = imitation.main(options)
         elif cls is EsArgs:
             folder = es.main(options)
+        elif cls is RolloutArgs:
+            folder = rollout.main(options)
         else:
             folder = ppo.main(options)
     minutes = (time.time() - started) / 60

@@ -104,6 +104,46 @@ class EsArgs:
 
 
 @dataclass
+class RolloutArgs:
+    init: Annotated[Path | None, Check(existing_dir)] = None
+    """checkpoint to start from; the shipped one if unset"""
+    traces: Traces = ("default", "cpu300")
+    """openb traces whose episodes are branched"""
+    episodes_per_trace: Count = 2
+    """teacher episodes per trace (episode seeds are seed*1000 + i)"""
+    node_fraction: Fraction = 0.25
+    """share of the cluster's nodes in each episode (stratified sample)"""
+    decisions_per_episode: Count = 40
+    """decisions branched per episode, drawn among the scheduled ones in the window"""
+    low: NonNegative = 50.0
+    """window of branched decisions: from this % of the capacity arrived"""
+    high: NonNegative = 115.0
+    """window of branched decisions: up to this % of the capacity arrived"""
+    branches: Count = 6
+    """the teacher's best nodes each branched decision is played out on"""
+    anchors: NonNegativeInt = 16
+    """random other feasible nodes whose scores are held where they were"""
+    epochs: Count = 30
+    """passes over the decisions with a lesson"""
+    batch_size: Count = 16
+    """decisions per gradient step"""
+    learning_rate: Positive = 1e-3
+    """Adam step size for the whole scorer"""
+    temperature: Positive = 1.0
+    """the scores (FGD points) are divided by this in the cross-entropy"""
+    anchor_weight: NonNegative = 1.0
+    """weight of the squared change of the anchors' scores (points^2)"""
+    seed: Seed = 1
+    """seeds torch, numpy and the episodes"""
+    workers: Count = 2
+    """parallel processes for the branches"""
+    out: Path = Path("runs/rollout")
+    """folder for TensorBoard logs and the checkpoint (out/checkpoint)"""
+    quiet: bool = False
+    """no progress bar"""
+
+
+@dataclass
 class PpoArgs:
     traces: Traces = ("default",)
     """openb traces the environment cycles through"""
