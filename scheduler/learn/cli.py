@@ -13,6 +13,7 @@ has no GPUs: the teacher, the ablation and every baseline named) with a 95% t-in
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import time
@@ -24,7 +25,7 @@ from tqdm import tqdm
 from scheduler.cli_values import COUNT, existing_dir, named_by, number, parse_seeds
 from scheduler.learn.ablation import NETWORK_OFF
 from scheduler.learn.args import add_dataclass_arguments, from_namespace
-from scheduler.learn.options import EsArgs, ImitationArgs, PipelineArgs, PpoArgs, RolloutArgs
+from scheduler.learn.options import DqnArgs, EsArgs, ImitationArgs, PipelineArgs, PpoArgs, RolloutArgs
 from scheduler.plugins.profiles import profile_names
 from scheduler.policy.config import PER_NODE_KINDS
 from scheduler.sim import paired, report
@@ -33,6 +34,13 @@ from scheduler.sim.cli import FGD_BASELINES, _advance, print_issues
 
 LEARNED = "gnn"
 TEACHER = "fgd-reserve"
+STAGE_MODULES: dict[type, str] = {
+    ImitationArgs: "imitation",
+    EsArgs: "es",
+    PpoArgs: "ppo",
+    DqnArgs: "dqn",
+    RolloutArgs: "rollout",
+}
 
 
 def run_pipeline(args: PipelineArgs) -> Path:
@@ -91,6 +99,7 @@ def register(commands: Any) -> None:
         ("imitation", ImitationArgs, "imitate the fgd-reserve teacher (the shipped checkpoint)"),
         ("es", EsArgs, "evolution strategies on the saturated allocation from a checkpoint"),
         ("ppo", PpoArgs, "PPO with action masking (actor-critic)"),
+        ("dqn", DqnArgs, "DQN with action masking (replay buffer, target network)"),
         ("rollout", RolloutArgs, "learn where one step of lookahead over fgd-reserve beats it"),
     ):
         stage = stages.add_parser(name, help=text)
@@ -152,16 +161,9 @@ def _train(args: argparse.Namespace) -> int:
     if cls is PipelineArgs:
         folder = run_pipeline(options)
     else:
-        from scheduler.learn import es, imitation, ppo, rollout  # noqa: PLC0415
-
-        if cls is ImitationArgs:
-            folder = imitation.main(options)
-        elif cls is EsArgs:
-            folder = es.main(options)
-        elif cls is RolloutArgs:
-            folder = rollout.main(options)
-        else:
-            folder = ppo.main(options)
+        # torch loads only for training: each stage's module is imported when it runs.
+        stage = importlib.import_module(f"scheduler.learn.{STAGE_MODULES[cls]}")
+        folder = stage.main(options)
     minutes = (time.time() - started) / 60
     print(f"wrote {folder} ({minutes:.1f} min)")
     return 0

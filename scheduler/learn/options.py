@@ -188,6 +188,48 @@ class PpoArgs:
 
 
 @dataclass
+class DqnArgs:
+    traces: Traces = ("default",)
+    """openb traces the environment cycles through"""
+    node_fraction: Fraction = 0.25
+    """share of the cluster's nodes in each episode (stratified sample)"""
+    frag_coef: NonNegative = 0.0
+    """weight of the fragmentation decrease in the reward"""
+    kind: ScorerKind = "gnn"
+    """Q-network kind: gnn, mlp, flat-mlp, pooled-gnn"""
+    total_steps: Count = 4096
+    """decisions to take in all"""
+    buffer_size: Count = 4096
+    """transitions the replay buffer keeps"""
+    learning_rate: Positive = 2.5e-4
+    """Adam step size"""
+    gamma: Probability = 0.99
+    """discount"""
+    tau: Probability = 1.0
+    """target network update rate (1: copied whole)"""
+    target_network_frequency: Count = 250
+    """decisions between target network updates"""
+    batch_size: Count = 32
+    """transitions per gradient step"""
+    start_e: Probability = 1.0
+    """exploration: epsilon at the start"""
+    end_e: Probability = 0.05
+    """exploration: epsilon at the end of the decay"""
+    exploration_fraction: Probability = 0.5
+    """share of the decisions over which epsilon decays"""
+    learning_starts: NonNegativeInt = 256
+    """decisions before the first update"""
+    train_frequency: Count = 4
+    """decisions between updates"""
+    seed: Seed = 1
+    """seeds torch, numpy and the episodes"""
+    out: Path = Path("runs/dqn")
+    """folder for TensorBoard logs and the checkpoint (out/checkpoint)"""
+    quiet: bool = False
+    """no progress bar"""
+
+
+@dataclass
 class PipelineArgs:
     traces: Traces = ("default", "cpu300")
     """openb traces to train on (the others stay unseen for evaluation)"""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -27,7 +28,7 @@ from torch_geometric.utils import scatter
 from torch_geometric.utils import softmax as grouped_softmax
 from tqdm import tqdm
 
-from scheduler.learn.env import SchedulingEnv
+from scheduler.learn.env import Observation, SchedulingEnv
 from scheduler.learn.options import PpoArgs
 from scheduler.policy.checkpoint import Manifest, load_checkpoint, save_checkpoint
 from scheduler.policy.config import PER_NODE_KINDS, SCORER_KINDS, ScorerConfig
@@ -46,6 +47,21 @@ class Step:
     value: float
     reward: float = 0.0
     done: bool = False
+
+
+def observed(observation: Observation, info: dict[str, Any]) -> Step:
+    """The decision the environment asks for, as a step with no action taken yet."""
+    candidates = info["candidates"]
+    return Step(
+        observation["nodes"],
+        info["edge_index"],
+        candidates,
+        observation["pairs"][candidates],
+        observation["pod"],
+        0,
+        0.0,
+        0.0,
+    )
 
 
 def per_node_logits_and_values(model: NodeScorer, steps: list[Step]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -70,7 +86,8 @@ def per_node_logits_and_values(model: NodeScorer, steps: list[Step]) -> tuple[to
         torch.from_numpy(np.concatenate(pair_x)),
         torch.from_numpy(np.concatenate(pod_rows)),
     )
-    assert model.value is not None
+    if model.value is None:  # a Q-network (DQN): logits only
+        return logits, torch.zeros(0)
     pooled = global_mean_pool(embedding, torch.from_numpy(np.concatenate(graph)))
     values = model.value(torch.cat([pooled, torch.from_numpy(np.stack(pod_x))], dim=1)).squeeze(1)
     return logits, values
@@ -86,17 +103,24 @@ def fixed_action_logits_and_values(model: NodeScorer, steps: list[Step]) -> tupl
         pod_x = torch.from_numpy(step.pod_x)
         candidates = torch.from_numpy(step.candidates)
         logits.append(model(node_x, edges, candidates, torch.from_numpy(step.pair_x), pod_x))
-        values.append(model.state_value(node_x, edges, pod_x))
-    return torch.cat(logits), torch.stack(values)
+        if model.value is not None:
+            values.append(model.state_value(node_x, edges, pod_x))
+    return torch.cat(logits), torch.stack(values) if values else torch.zeros(0)
+
+
+def logits_and_values(model: NodeScorer, steps: list[Step]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every decision's candidate logits, concatenated, and its value (none without a
+    value head), for any kind."""
+    per_node = model.config.kind in PER_NODE_KINDS
+    forward = per_node_logits_and_values if per_node else fixed_action_logits_and_values
+    return forward(model, steps)
 
 
 def forward_batch(
     model: NodeScorer, steps: list[Step], temperature: float
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Log-probabilities of the taken actions, entropies, values, logits of a batch."""
-    per_node = model.config.kind in PER_NODE_KINDS
-    forward = per_node_logits_and_values if per_node else fixed_action_logits_and_values
-    raw, values = forward(model, steps)
+    raw, values = logits_and_values(model, steps)
     logits = raw / temperature
     index = torch.from_numpy(np.concatenate([np.full(s.candidates.size, i) for i, s in enumerate(steps)]))
     probs = grouped_softmax(logits, index)
@@ -140,16 +164,7 @@ def main(args: PpoArgs) -> Path:  # noqa: PLR0915 - one readable script, as Clea
             rollout: list[Step] = []
             for _ in range(args.num_steps):
                 candidates = info["candidates"]
-                step = Step(
-                    observation["nodes"],
-                    info["edge_index"],
-                    candidates,
-                    observation["pairs"][candidates],
-                    observation["pod"],
-                    0,
-                    0.0,
-                    0.0,
-                )
+                step = observed(observation, info)
                 with torch.no_grad():
                     _, _, value, logits = forward_batch(model, [step], args.temperature)
                     probs = torch.softmax(logits, dim=0).numpy().astype(np.float64)
@@ -176,10 +191,7 @@ def main(args: PpoArgs) -> Path:  # noqa: PLR0915 - one readable script, as Clea
             # GAE over the rollout; the value of the state after the last step bootstraps.
             with torch.no_grad():
                 if info["candidates"].size:
-                    tail = Step(
-                        observation["nodes"], info["edge_index"], info["candidates"],
-                        observation["pairs"][info["candidates"]], observation["pod"], 0, 0.0, 0.0,
-                    )  # fmt: skip
+                    tail = observed(observation, info)
                     next_value = float(forward_batch(model, [tail], args.temperature)[2][0])
                 else:
                     next_value = 0.0

@@ -78,7 +78,7 @@ class Forced:
         self.teacher = teacher
         self.node = node
 
-    def score(self, ctx: CycleContext, nodes: IntArray) -> IntArray:
+    def score(self, ctx: CycleContext, nodes: IntArray) -> IntArray:  # noqa: ARG002 - the plugin protocol
         return np.where(nodes == self.node, FORCED_SCORE, 0).astype(np.int64)
 
     def select_gpus(self, ctx: CycleContext, node: int) -> tuple[int, ...]:
@@ -211,13 +211,19 @@ def branch_tasks(args: RolloutArgs, rng: np.random.Generator) -> list[BranchTask
         for i in range(args.episodes_per_trace):
             spec = EpisodeSpec(trace, args.seed * 1000 + i, args.node_fraction)
             episode, played = teacher_episode(spec)
-            arrived = 100.0 * np.cumsum([p.gpu.total_milli for p in episode.arrivals]) / episode.capacity_milli
+            arrived = (
+                100.0 * np.cumsum([p.gpu.total_milli for p in episode.arrivals]) / episode.capacity_milli
+            )
             eligible = [
                 j
                 for j, placement in enumerate(played.placements)
-                if placement is not None and args.low <= arrived[j] <= args.high and played.feasible[j].size > 1
+                if placement is not None
+                and args.low <= arrived[j] <= args.high
+                and played.feasible[j].size > 1
             ]
-            picks = rng.choice(len(eligible), size=min(len(eligible), args.decisions_per_episode), replace=False)
+            picks = rng.choice(
+                len(eligible), size=min(len(eligible), args.decisions_per_episode), replace=False
+            )
             tasks.extend(
                 BranchTask(spec, eligible[k], args.branches, args.anchors, int(rng.integers(1 << 31)))
                 for k in sorted(picks)

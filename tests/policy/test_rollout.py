@@ -94,7 +94,9 @@ def test_the_best_branches_share_the_target(outcomes: list[float], wanted: list[
         ([5.0, 0.0, 0.0, 3.0], [5.0, 0.0, 0.0, 9.0]),
     ],
 )
-def test_the_loss_prefers_the_best_branch_and_still_anchors(logits: list[float], lower_than: list[float]) -> None:
+def test_the_loss_prefers_the_best_branch_and_still_anchors(
+    logits: list[float], lower_than: list[float]
+) -> None:
     target = torch.tensor([95.0, 96.0, 95.5, NAN])  # the last candidate is an anchor
     old = torch.tensor([5.0, 0.0, 0.0, 3.0])
 

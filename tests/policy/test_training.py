@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from scheduler.learn import es, imitation, ppo
+from scheduler.learn import dqn, es, imitation, ppo
 from scheduler.learn.episode import EpisodeSpec, make_episode, run_episode
-from scheduler.learn.options import EsArgs, ImitationArgs, PpoArgs
+from scheduler.learn.options import DqnArgs, EsArgs, ImitationArgs, PpoArgs
 from scheduler.learn.torch_score import torch_profile
 from scheduler.plugins.registry import ProfileContext
 from scheduler.policy.checkpoint import load_checkpoint
@@ -93,3 +93,55 @@ def test_ppo_trains_and_evaluates_a_fixed_action_kind(tmp_path: Path, kind: Scor
     assert last.weight.abs().sum() > 0
     profile = torch_profile(ProfileContext(typical_pods=episode.typical), trained)
     assert run_episode(episode, profile).saturation_allocation() > 0
+
+
+@pytest.mark.parametrize("kind", ["gnn", "mlp", "flat-mlp", "pooled-gnn"])
+def test_dqn_trains_and_evaluates_each_kind(tmp_path: Path, kind: ScorerKind) -> None:
+    """A Q-network of each kind learns from its replay buffer (its weights move off
+    their start), is saved as a checkpoint whose logits are Q-values, and schedules an
+    episode in torch."""
+    pods, _ = write_trace(tmp_path)
+    args = DqnArgs(
+        traces=(str(pods),),
+        node_fraction=0.02,
+        frag_coef=1.0,  # a reward from the first step (no pod fails this early)
+        kind=kind,
+        total_steps=24,
+        buffer_size=16,
+        learning_starts=8,
+        train_frequency=2,
+        target_network_frequency=8,
+        batch_size=4,
+        learning_rate=1e-2,
+        out=tmp_path / "dqn",
+        quiet=True,
+    )
+    torch.manual_seed(args.seed)
+    episode = make_episode(EpisodeSpec(str(pods), seed=args.seed * 1000, node_fraction=0.02))
+    start = dqn.q_network(args, len(episode.nodes)).state_dict()
+    trained = dqn.main(args)
+    loaded = load_checkpoint(trained)
+    assert loaded.config.kind == kind
+    assert (loaded.config.prior_weight, loaded.config.reserve_term, loaded.config.score_step) == (
+        0.0,
+        False,
+        0.0,
+    )
+    assert loaded.manifest["training"]["decisions"] == 24
+    assert loaded.manifest["training"]["final_td_loss"] is not None
+    moved = [
+        name for name, tensor in loaded.model.state_dict().items() if not torch.equal(tensor, start[name])
+    ]
+    assert moved
+    episode = make_episode(EpisodeSpec(str(pods), seed=7, node_fraction=0.02))
+    profile = torch_profile(ProfileContext(typical_pods=episode.typical), trained)
+    assert run_episode(episode, profile).saturation_allocation() > 0
+
+
+@pytest.mark.parametrize(
+    ("step", "wanted"),
+    [(0, 1.0), (50, 0.525), (100, 0.05), (400, 0.05)],
+)
+def test_dqn_exploration_decays_linearly_then_holds(step: int, wanted: float) -> None:
+    args = DqnArgs(total_steps=200, start_e=1.0, end_e=0.05, exploration_fraction=0.5)
+    assert dqn.epsilon(args, step) == pytest.approx(wanted)

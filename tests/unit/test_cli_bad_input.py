@@ -60,6 +60,16 @@ ROWS = [
     (["train", "es", "--seed", "-7"], _line("train es", "--seed", "must be at least 0, got -7")),
     (["train", "ppo", "--seed", "x"], _line("train ppo", "--seed", "'x' is not an integer")),
     (["train", "pipeline", "--seed", "-1"], _line("train pipeline", "--seed", "must be at least 0, got -1")),
+    (["train", "dqn", "--seed", "-3"], _line("train dqn", "--seed", "must be at least 0, got -3")),
+    (["train", "rollout", "--seed", "-1"], _line("train rollout", "--seed", "must be at least 0, got -1")),
+    (
+        ["train", "rollout", "--branches", "0"],
+        _line("train rollout", "--branches", "must be at least 1, got 0"),
+    ),
+    (
+        ["train", "dqn", "--exploration-fraction", "2"],
+        _line("train dqn", "--exploration-fraction", "must be at most 1, got 2"),
+    ),
     # unknown kinds, policies, profiles, traces, node lists
     (
         ["train", "ppo", "--kind", "transformer"],
@@ -70,7 +80,15 @@ ROWS = [
         ),
     ),
     (
-        ["train", "imitation", "--kind", "mlp"],  # only ppo starts a fresh scorer of a kind
+        ["train", "dqn", "--kind", "transformer"],
+        _line(
+            "train dqn",
+            "--kind",
+            "invalid choice: 'transformer' (choose from 'gnn', 'mlp', 'flat-mlp', 'pooled-gnn')",
+        ),
+    ),
+    (
+        ["train", "imitation", "--kind", "mlp"],  # only ppo and dqn start a fresh scorer of a kind
         "rl-scheduler train imitation: error: unrecognized arguments: --kind mlp",
     ),
     (["train", "es", "--kind=gnn"], "rl-scheduler train es: error: unrecognized arguments: --kind=gnn"),
@@ -108,6 +126,10 @@ ROWS = [
         _line("evaluate", "--checkpoint", "{tmp}/absent: no such folder"),
     ),
     (["train", "es", "--init", "{tmp}/absent"], _line("train es", "--init", "{tmp}/absent: no such folder")),
+    (
+        ["train", "rollout", "--init", "{tmp}/absent"],
+        _line("train rollout", "--init", "{tmp}/absent: no such folder"),
+    ),
     (
         ["train", "ppo", "--init", "{tmp}/absent"],
         _line("train ppo", "--init", "{tmp}/absent: no such folder"),
