@@ -150,6 +150,11 @@ class PolicyManager:
         self._fingerprint: tuple[str, float] | None = None
         self.by_scheduler = {p.scheduler_name: self._fallback(p, "not loaded yet") for p in self.profiles}
         self.load()
+        for resolved in self.profiles:
+            if not resolved.learned:
+                log.info(
+                    "scheduling %s with the %s profile (a heuristic)", resolved.scheduler_name, resolved.name
+                )
 
     @property
     def active(self) -> ActiveProfile:

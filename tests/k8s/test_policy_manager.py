@@ -59,6 +59,25 @@ def test_the_shipped_checkpoint_schedules() -> None:
     assert failures(metrics) == {}
 
 
+@pytest.mark.parametrize("profile", ["fgd-reserve", "fgd", "default"])
+def test_a_heuristic_profile_schedules_and_says_so_once(
+    profile: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    metrics = Metrics()
+    settings = load_settings(profile=profile, fallback_profile="fgd")
+    with caplog.at_level(logging.INFO, logger="scheduler.k8s.policy"):
+        policy = PolicyManager(settings, metrics, WORKLOAD)
+        policy.load()  # a reload (new typical pods) does not say it again
+    assert (policy.active.source, policy.active.profile.name, policy.active.version) == (
+        "policy",
+        profile,
+        "heuristic",
+    )
+    assert policy_info(metrics) == [{"profile": profile, "version": "heuristic", "source": "policy"}]
+    said = f"scheduling {settings.scheduler_name} with the {profile} profile (a heuristic)"
+    assert caplog.messages.count(said) == 1
+
+
 def corrupt_weights(folder: Path) -> None:
     weights = folder / "model.safetensors"
     data = bytearray(weights.read_bytes())
