@@ -1,13 +1,14 @@
-"""How fast the learned policy scores a pod, on clusters of 1,000 and 5,000 nodes.
+"""How fast a profile scores a pod, on clusters of 1,000 and 5,000 nodes.
 
     python benchmarks/policy_inference.py [--checkpoint DIR] [--nodes 1000,5000]
-        [--pods 2000] [--warmup 100]
+        [--pods 2000] [--warmup 100] [--profiles gnn,fgd-reserve,fgd]
 
 The cluster is openb's GPU nodes drawn with replacement (renamed) up to the size; the
 pods are the default trace's, in its order, each placed where the policy says, so the
 cluster fills as it would live. Prints, per size, p50/p90/p99 of the time the gnn
 plugin takes to score one pod over its feasible nodes (the Score extension point),
-and of the whole scheduling cycle (filters, score, GPU choice).
+and of the whole scheduling cycle (filters, score, GPU choice). With several
+``--profiles`` each replays the same pods on the same cluster, one after another.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def percentiles(samples: list[float]) -> str:
     return "  ".join(f"p{p} {np.percentile(ms, p):6.2f} ms" for p in (50, 90, 99))
 
 
-def run(size: int, pods: int, warmup: int, checkpoint: Path | None) -> None:
+def run(size: int, pods: int, warmup: int, checkpoint: Path | None, profile_name: str) -> None:
     base = load_nodes(node_list_path())
     rng = np.random.default_rng(size)
     picks = rng.integers(len(base), size=size)
@@ -42,7 +43,7 @@ def run(size: int, pods: int, warmup: int, checkpoint: Path | None) -> None:
     trace = load_pods(pod_list_path("default"))
     state = ClusterState(nodes)
     profile = build_profile(
-        "gnn", ProfileContext(typical_pods=trace_typical_pods(trace), checkpoint=checkpoint)
+        profile_name, ProfileContext(typical_pods=trace_typical_pods(trace), checkpoint=checkpoint)
     )
     score_times: list[float] = []
     cycle_times: list[float] = []
@@ -62,7 +63,7 @@ def run(size: int, pods: int, warmup: int, checkpoint: Path | None) -> None:
             placed += 1
     gpus = int(state.gpu_count.sum()) * 1000
     print(
-        f"{size:5d} nodes, {len(score_times)} pods timed ({placed} placed, "
+        f"{profile_name}: {size:5d} nodes, {len(score_times)} pods timed ({placed} placed, "
         f"{100 * state.allocated_gpu_milli() / gpus:.0f}% of GPU allocated at the end)"
     )
     print(f"    score one pod:       {percentiles(score_times)}")
@@ -78,10 +79,12 @@ def main() -> int:
     parser.add_argument("--nodes", default="1000,5000", help="cluster sizes")
     parser.add_argument("--pods", type=int, default=2000, help="pods timed per size")
     parser.add_argument("--warmup", type=int, default=100, help="pods scheduled before timing")
+    parser.add_argument("--profiles", default="gnn", help="profiles to time, comma-separated")
     args = parser.parse_args()
     print(f"cpus: {os.cpu_count()}; load average: {os.getloadavg()[0]:.1f}")
     for size in (int(s) for s in args.nodes.split(",")):
-        run(size, args.pods, args.warmup, args.checkpoint)
+        for profile in args.profiles.split(","):
+            run(size, args.pods, args.warmup, args.checkpoint, profile)
     return 0
 
 

@@ -37,12 +37,12 @@ from scheduler.objects.pod import Pod
 from scheduler.plugins.args import PluginArgs
 from scheduler.plugins.profiles import build_profile
 from scheduler.plugins.registry import ProfileContext
+from scheduler.plugins.scores.fgd import FgdScore
 from scheduler.policy.config import RESERVE_MAX, RESERVE_MIN
-from scheduler.policy.features import CPU_LEFT_AFTER, FGD_SCORE
 from scheduler.policy.gpu_choice import fgd_gpus
 from scheduler.policy.graph import GraphBuilder
 from scheduler.policy.scoring import integer_scores
-from scheduler.state.cluster_state import ClusterState, IntArray
+from scheduler.state.cluster_state import CPU_COLUMN, ClusterState, IntArray
 from scheduler.state.fragmentation import TypicalPods, pod_shape
 
 TEACHER_PROFILE = "fgd-reserve"
@@ -66,39 +66,33 @@ class ReserveScore:
 
     def __init__(self, typical: TypicalPods | None, weight: float = WEIGHT_POINTS_PER_CORE) -> None:
         self.builder = GraphBuilder(typical)
+        self.fgd = FgdScore(self.builder.typical)
         self.weight = weight
 
     def residual(self, state: ClusterState, pod: Pod, nodes: IntArray) -> npt.NDArray[np.float64]:
         """The teacher's correction to FGD's score (points) for ``nodes``."""
-        pair_x, _ = self.builder.pair_features(state, pod, nodes)
-        return self._residual(state, pod, nodes, pair_x)
-
-    def _shortfall_cores(
-        self, state: ClusterState, pod: Pod, nodes: IntArray, pair_x: npt.NDArray[np.float32]
-    ) -> npt.NDArray[np.float64]:
-        reserve = reserve_cores_per_gpu(self.builder, state)
-        shape = pod_shape(pod)
-        idle_after = state.gpu_free_milli[nodes].sum(axis=1) - shape.gpu_count * shape.gpu_milli
-        cores_after = pair_x[:, CPU_LEFT_AFTER].astype(np.float64) * 128.0  # / 128 cores
-        shortfall: npt.NDArray[np.float64] = np.maximum(reserve * idle_after / 1000.0 - cores_after, 0.0)
-        return shortfall
-
-    def values(self, state: ClusterState, pod: Pod, nodes: IntArray) -> npt.NDArray[np.float64]:
-        pair_x, _ = self.builder.pair_features(state, pod, nodes)
-        fgd = np.rint(pair_x[:, FGD_SCORE].astype(np.float64) * 100.0)
-        return fgd + self._residual(state, pod, nodes, pair_x)
-
-    def _residual(
-        self, state: ClusterState, pod: Pod, nodes: IntArray, pair_x: npt.NDArray[np.float32]
-    ) -> npt.NDArray[np.float64]:
+        cores_after = (
+            state.allocatable[nodes, CPU_COLUMN] - state.requested[nodes, CPU_COLUMN] - pod.cpu_milli
+        ) / 1000.0
         _, supply = self.builder.cpu_demand_and_supply(state)
         if supply <= 0:
             # No GPUs: best fit on CPU, the resource that binds first in the synthetic mix.
-            packed: npt.NDArray[np.float64] = (
-                -self.weight * pair_x[:, CPU_LEFT_AFTER].astype(np.float64) * 128.0
-            )
+            packed: npt.NDArray[np.float64] = -self.weight * cores_after
             return packed
-        return -self.weight * self._shortfall_cores(state, pod, nodes, pair_x)
+        reserve = reserve_cores_per_gpu(self.builder, state)
+        shape = pod_shape(pod)
+        idle_after = state.gpu_free_milli[nodes].sum(axis=1) - shape.gpu_count * shape.gpu_milli
+        shortfall = np.maximum(reserve * idle_after / 1000.0 - cores_after, 0.0)
+        correction: npt.NDArray[np.float64] = -self.weight * shortfall
+        return correction
+
+    def values(self, state: ClusterState, pod: Pod, nodes: IntArray) -> npt.NDArray[np.float64]:
+        """FGD's integer score (its plugin's, cached per pod shape and node version) plus
+        the correction: computed without the policy's pair features, the network's
+        inputs, which cost several times as much."""
+        fgd = self.fgd.score(CycleContext(state, pod), nodes)
+        values: npt.NDArray[np.float64] = fgd + self.residual(state, pod, nodes)
+        return values
 
     def score(self, ctx: CycleContext, nodes: IntArray) -> IntArray:
         return integer_scores(self.values(ctx.state, ctx.pod, nodes).astype(np.float32))

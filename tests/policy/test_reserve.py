@@ -1,19 +1,26 @@
 """The reserve term keeps its cores per idle GPU within the configured bounds, in the
-torch model and in the numpy scorer the live plugin uses."""
+torch model and in the numpy scorer the live plugin uses; the teacher's scores agree
+with the pair features the network reads."""
 
 import numpy as np
 import pytest
 import torch
 
+from scheduler.framework.profile import Profile, WeightedScore, schedule_pod
+from scheduler.learn.episode import EpisodeSpec, make_episode
+from scheduler.learn.teacher import ReserveScore, reserve_cores_per_gpu
+from scheduler.plugins.profiles import default_filters
 from scheduler.policy.config import PRESSURE_PIVOT, ScorerConfig
 from scheduler.policy.features import (
     CPU_LEFT_AFTER,
     CPU_PRESSURE,
+    FGD_SCORE,
     IDLE_GPUS_AFTER,
     PAIR_FEATURES,
     POD_FEATURES,
 )
 from scheduler.policy.model import NodeScorer, numpy_scorer
+from scheduler.resources.gpu import MAX_GPUS_PER_NODE
 
 
 @pytest.mark.parametrize(
@@ -71,3 +78,32 @@ def test_a_clamped_reserve_still_learns(base: float, case: str) -> None:
     gradient = model.reserve.reserve.grad
     assert gradient is not None
     assert float(gradient[0]) == pytest.approx(-1.0), case  # d(-reserve)/d(base)
+
+
+@pytest.mark.parametrize(("trace", "fraction"), [("default", 0.05), ("cpu300", 0.05), ("gpushare40", 0.05)])
+def test_the_teacher_scores_as_the_policy_features_describe_it(trace: str, fraction: float) -> None:
+    """``fgd-reserve`` ranks by FGD's plugin score plus the reserve correction, computed
+    without the pair features; the same quantities read from the pair features (FGD's
+    score, cores left after placing) give the same values at every decision of an
+    episode, so the network is trained on inputs that describe its teacher."""
+    episode = make_episode(EpisodeSpec(trace, 42, fraction))
+    teacher = ReserveScore(episode.typical)
+    profile = Profile("teacher", default_filters(), [WeightedScore(teacher, 1)], teacher, "first")
+    state, rng = episode.fresh_state(), np.random.default_rng(0)
+    decisions = 0
+    for pod in episode.arrivals:
+        decision = schedule_pod(state, pod, profile, rng)
+        if decision.feasible.size:
+            pair_x, _ = teacher.builder.pair_features(state, pod, decision.feasible)
+            cores_after = pair_x[:, CPU_LEFT_AFTER].astype(np.float64) * 128.0
+            reserve = reserve_cores_per_gpu(teacher.builder, state)
+            idle_after = pair_x[:, IDLE_GPUS_AFTER].astype(np.float64) * MAX_GPUS_PER_NODE
+            from_features = np.rint(
+                pair_x[:, FGD_SCORE].astype(np.float64) * 100.0
+            ) - teacher.weight * np.maximum(reserve * idle_after - cores_after, 0.0)
+            values = teacher.values(state, pod, decision.feasible)
+            assert values == pytest.approx(from_features, abs=1e-4), pod.name
+            decisions += 1
+        if decision.scheduled:
+            state.place(pod, decision.node, decision.gpu_indices)
+    assert decisions > 100
