@@ -1,9 +1,10 @@
 """The timeline replay: pods arrive at their (compressed) creation times, leave after
 their lifetimes, wait in a FIFO queue when they fit nowhere, fail after max-wait; the
-compression that gives an offered load; the metrics."""
+compression that gives an offered load; the metrics; ``rl-scheduler timeline``."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from scheduler.cli import main
 from scheduler.errors import SchedulerInputError
 from scheduler.framework.profile import Decision, schedule_pod
 from scheduler.sim import timeline
@@ -274,3 +276,87 @@ def test_the_curves_share_one_grid(tmp_path: Path) -> None:
     assert result.curve_s.tolist() == [0.0, 902.5, 1805.0, 2707.5, 3610.0]  # first arrival to 10 + 3600
     assert result.allocation_pct.tolist() == [100.0, 0.0, 0.0, 0.0, 0.0]
     assert result.pending.tolist() == [0.0] * 5
+
+
+def test_the_command_prints_the_compression_the_table_and_the_pairs_and_writes_the_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pods = [(f"p{i:02d}", 1, 10 * i, 10 * i + 25 + (i * 13) % 40) for i in range(30)]
+    trace, nodes = write_trace(tmp_path, pods, "n1,16000,65536,2,T4\nn2,16000,65536,2,T4\n")
+    out = tmp_path / "out"
+    argv = ["timeline", "--trace", trace, "--nodes", nodes, "--policy", "fgd", "--policy", "default"]
+    argv += [
+        "--seeds",
+        "1,2",
+        "--load",
+        "0.8",
+        "--max-wait",
+        "20",
+        "--workers",
+        "1",
+        "--quiet",
+        "--out",
+        str(out),
+    ]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    summary = json.loads((out / "summary.json").read_text())
+    protocol = summary["protocol"]
+    assert lines[0] == (
+        f"{trace}: arrivals compressed k = {protocol['compression']:.6g}x; offered GPU load 0.800 x capacity "
+        "(4 GPUs); max wait 20 s"
+    )
+    assert protocol["offered_load"] == pytest.approx(0.8)
+    assert lines[1].split() == [
+        *(
+            "policy",
+            "GPU",
+            "alloc",
+            "%",
+            "GPU-h",
+            "failed",
+            "%",
+            "failed",
+            "wait",
+            "p50",
+            "s",
+            "wait",
+            "p99",
+            "s",
+        ),
+        *("peak", "pending", "mean", "pending", "s/replay"),
+    ]
+    assert [line.split()[0] for line in lines[3:5]] == ["fgd", "default"]
+    policies = summary["policies"]
+    assert list(policies) == ["fgd", "default"]
+    for line, policy in zip(lines[3:5], policies, strict=True):
+        per_seed = [policies[policy]["per_seed"][s]["gpu_alloc_mean"] for s in ("1", "2")]
+        assert line.split()[1] == f"{np.median(per_seed):.2f}"
+        assert policies[policy]["gpu_alloc_mean"]["median"] == pytest.approx(np.median(per_seed))
+    pair = summary["paired"][0]
+    assert (pair["policy"], pair["baseline"], pair["metric"], pair["seeds"]) == (
+        "fgd",
+        "default",
+        "gpu_alloc_mean",
+        [1, 2],
+    )
+    assert any(line.split()[1:4] == ["fgd", "-", "default"] for line in lines[5:])
+    assert lines[-1] == f"wrote {out / 'summary.json'} and {out / 'curves.png'}"
+    assert (out / "curves.png").stat().st_size > 0
+
+
+def test_the_command_refuses_a_load_out_of_reach_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace, nodes = write_trace(tmp_path, [("a", 1, 0, 100), ("b", 1, 1000, 1050)], "n1,16000,65536,4,T4\n")
+    argv = ["timeline", "--trace", trace, "--nodes", nodes, "--policy", "fgd", "--load", "0.5", "--quiet"]
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 2
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err.splitlines()) == (
+        "",
+        [
+            "rl-scheduler timeline: error: argument --load: 0.5 is out of reach: at any compression "
+            "this trace offers at most 0.250 x the cluster's 4 GPUs (every pod alive from its arrival "
+            "to the last arrival)"
+        ],
+    )
