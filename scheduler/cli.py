@@ -21,6 +21,7 @@ from scheduler.k8s import cli as run_cli
 from scheduler.learn import cli as learn_cli
 from scheduler.online import cli as online_cli
 from scheduler.sim import cli as sim_cli
+from scheduler.sim import timeline_cli
 
 
 @dataclass(frozen=True)
@@ -45,21 +46,27 @@ OPERATOR = Extra(
     "the scheduler's extras (kopf, kubernetes, safetensors); pip install 'rl-scheduler[operator]'",
 )
 EXTRAS = (LEARN, PLOTS, OPERATOR)
+# The t-intervals of paired differences over seeds (``sim.paired``): scipy, of the learn extra.
+STATS = Extra(
+    "learn", ("scipy",), "scipy for its paired t-intervals; pip install scipy or 'rl-scheduler[learn]'"
+)
 
 
 def needed_extras(args: argparse.Namespace) -> list[Extra]:
     """The extras a parsed command line needs; plots only where a plot is drawn."""
     plots = [] if getattr(args, "synthetic", False) else [PLOTS]
     # The learned policy runs in numpy from safetensors (the operator extra).
-    learned = (
-        [OPERATOR] if args.command == "simulate" and sim_cli.LEARNED in sim_cli.chosen_policies(args) else []
+    replayed = {"simulate": sim_cli.chosen_policies, "timeline": timeline_cli.chosen_policies}.get(
+        args.command
     )
+    learned = [OPERATOR] if replayed is not None and sim_cli.LEARNED in replayed(args) else []
     return {
         "run": [OPERATOR],
         "trainer": [LEARN, OPERATOR],
         "train": [LEARN],
         "evaluate": [LEARN, *plots],
         "simulate": [*plots, *learned],
+        "timeline": [PLOTS, *learned, *([STATS] if len(getattr(args, "seeds", ())) > 1 else [])],
     }.get(args.command, [])
 
 
@@ -91,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     run_cli.register(commands)
     online_cli.register(commands)
     sim_cli.register(commands)
+    timeline_cli.register(commands)
     learn_cli.register(commands)
     return parser
 

@@ -101,8 +101,12 @@ class Decision:
         return fit_error_message(self.total_nodes, self.reason_counts, self.pre_filter_message)
 
 
-def run_filters(ctx: CycleContext, filters: Sequence[FilterPlugin]) -> Decision:
-    """PreFilter and Filter: returns the feasible nodes, or why there are none."""
+def run_filters(
+    ctx: CycleContext, filters: Sequence[FilterPlugin], nodes: IntArray | None = None
+) -> Decision:
+    """PreFilter and Filter: returns the feasible nodes, or why there are none.
+    ``nodes``: filter only these rows (a queue asking whether a pod fits the nodes an
+    event changed); all nodes when None."""
     pod, n = ctx.pod, len(ctx.state)
     decision = Decision(pod, SUCCESS, total_nodes=n)
     active, status = run_pre_filters(ctx, filters)
@@ -110,7 +114,7 @@ def run_filters(ctx: CycleContext, filters: Sequence[FilterPlugin]) -> Decision:
         decision.status = status
         decision.pre_filter_message = status.message
         return decision
-    candidates = np.arange(n, dtype=np.int64)
+    candidates = np.arange(n, dtype=np.int64) if nodes is None else nodes
     counts: Counter[str] = Counter()
     for plugin in active:
         if candidates.size == 0:

@@ -7,7 +7,7 @@ import argparse
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from tqdm import tqdm
 
@@ -16,7 +16,7 @@ from scheduler.plugins.profiles import profile_names
 from scheduler.sim import report
 from scheduler.sim.catalog import DEFAULT_NODE_LIST, node_list_path, pod_list_path
 from scheduler.sim.replay import NODE_ORDER_DRAWS
-from scheduler.sim.sweep import RunResult, expand, run_sweep, run_synthetic_spec, run_trace
+from scheduler.sim.sweep import expand, run_sweep, run_synthetic_spec, run_trace
 from scheduler.sim.synthetic import SyntheticSpec
 
 FGD_BASELINES = ("random", "dot-prod", "gpu-clustering", "gpu-packing", "best-fit", "fgd")
@@ -31,7 +31,14 @@ def chosen_policies(args: argparse.Namespace) -> list[str]:
     return list(args.policy or DEFAULT_POLICIES)
 
 
-def print_issues(results: Sequence[RunResult], shown: int = 20) -> None:
+class HasIssues(Protocol):
+    """A replay's result: the input's problems it met."""
+
+    @property
+    def issues(self) -> Sequence[str]: ...
+
+
+def print_issues(results: Sequence[HasIssues], shown: int = 20) -> None:
     """The input's problems (bad rows, unknown GPU models), each once, the first ``shown``."""
     issues = sorted({issue for r in results for issue in r.issues})
     for issue in issues[:shown]:

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.framework.profile import schedule_pod
+from scheduler.framework.profile import Profile, schedule_pod
 from scheduler.objects.node import Node
 from scheduler.objects.pod import Pod
 from scheduler.plugins.profiles import build_profile
@@ -115,23 +115,39 @@ def node_priority_order(nodes: Sequence[Node], rng: GoRand, extra_draws: int) ->
     return [node for _, node in sorted(zip(rank, by_name, strict=True), key=lambda pair: pair[0])]
 
 
+def gpu_capacity_milli(nodes: Sequence[Node]) -> int:
+    return sum(n.gpu_count for n in nodes) * MILLI_PER_GPU
+
+
+def seeded_profile(
+    policy: str, seed: int, typical: TypicalPods, checkpoint: str | None
+) -> tuple[Profile, np.random.Generator]:
+    """The profile a replay of ``seed`` runs (built with the trace's typical pods, the
+    learned policy's checkpoint and an rng of its own seeded with ``seed``), and the rng,
+    seeded alike, that breaks its ties."""
+    profile = build_profile(
+        policy,
+        ProfileContext(
+            rng=np.random.default_rng(seed),
+            typical_pods=typical,
+            checkpoint=Path(checkpoint) if checkpoint else None,
+        ),
+    )
+    return profile, np.random.default_rng(seed)
+
+
 def replay(spec: ReplaySpec, progress: Callable[[int, int], None] | None = None) -> ReplayLog:
     issues = TraceIssues()
     nodes = load_nodes(node_list_path(spec.nodes), issues)
     pods = load_pods(pod_list_path(spec.trace), issues)
     check_pods_against_nodes(pods, nodes, issues)
-    capacity = sum(n.gpu_count for n in nodes) * MILLI_PER_GPU
+    capacity = gpu_capacity_milli(nodes)
     typical = trace_typical_pods(pods)
 
     go = GoRand(spec.seed)
     arrivals = arrival_order(pods, go, spec.tune, capacity)
     state = ClusterState(node_priority_order(nodes, go, spec.node_order_draws))
-    checkpoint = Path(spec.checkpoint) if spec.checkpoint else None
-    profile = build_profile(
-        spec.policy,
-        ProfileContext(rng=np.random.default_rng(spec.seed), typical_pods=typical, checkpoint=checkpoint),
-    )
-    rng = np.random.default_rng(spec.seed)
+    profile, rng = seeded_profile(spec.policy, spec.seed, typical, spec.checkpoint)
     frag = NodeFragCache(FragmentationModel(typical))
     all_nodes = np.arange(len(state), dtype=np.int64)
 

@@ -11,12 +11,16 @@ Trace nodes and pods become HAMi nodes and pod specs (``scheduler.sim.openb_hami
 ``nvidia.com/gpucores`` and ``nvidia.com/gpumem-percentage``, ``gpu_spec`` as
 ``nvidia.com/use-gputype``. Parsing those manifests gives back the same rows (tested),
 so a trace pod, a simulated pod and a real pod are one thing.
+
+``load_timed_pods`` reads each pod's ``creation_time`` and ``deletion_time`` as well
+(the timeline replay); the other loaders never look at the time columns.
 """
 
 from __future__ import annotations
 
 import csv
 import gzip
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -40,6 +44,7 @@ from scheduler.state.fragmentation import PodShape, pod_shape
 __all__ = ["TRACE_NAMESPACE", "trace_node_manifest", "trace_pod_manifest"]
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
+TIME_COLUMNS = ("creation_time", "deletion_time")
 
 
 @dataclass
@@ -120,6 +125,10 @@ TraceRow = tuple[int, int, int, int, str]  # cpu_milli, memory_mib, num_gpu, gpu
 
 def _pod_row(where: str, row: dict[str, str], issues: TraceIssues) -> Pod:
     name, fields = _pod_fields(where, row, issues)
+    return _trace_pod(where, name, fields)
+
+
+def _trace_pod(where: str, name: str, fields: TraceRow) -> Pod:
     manifest = trace_pod_manifest(name, *fields)
     return replace(pod_from_manifest(manifest), uid=f"{TRACE_NAMESPACE}-{name}", source=where)
 
@@ -162,6 +171,55 @@ def load_pods(path: Path, issues: TraceIssues | None = None) -> list[Pod]:
     for where, row in _rows(path, POD_COLUMNS):
         try:
             pods.append(_pod_row(where, row, issues))
+        except SchedulerInputError as error:
+            issues.add(error)
+    return pods
+
+
+@dataclass(frozen=True, slots=True)
+class TimedPod:
+    """A trace pod with the times of its row: created at ``creation_s``, deleted at
+    ``deletion_s`` (seconds from the trace's start; ``deletion_s >= creation_s``).
+    ``row`` is its fields: pods with equal rows differ only by name."""
+
+    pod: Pod
+    row: TraceRow
+    creation_s: float
+    deletion_s: float
+
+
+def _seconds(where: str, row: dict[str, str], column: str) -> float:
+    text = (row.get(column) or "").strip()
+    if not text:
+        raise TraceError(where, column, "missing time")
+    try:
+        value = float(text)
+    except ValueError:
+        raise TraceError(where, column, f"{text!r} is not a time in seconds") from None
+    if not math.isfinite(value) or value < 0:
+        raise TraceError(where, column, f"must be a finite number of seconds at least 0, got {text}")
+    return value
+
+
+def load_timed_pods(path: Path, issues: TraceIssues | None = None) -> list[TimedPod]:
+    """Pods of an openb pod list with their creation and deletion times, in file order.
+    A row whose time is missing, not a number, or whose deletion comes before its
+    creation is reported (file, line, column) and skipped, like any bad row."""
+    issues = issues if issues is not None else TraceIssues()
+    pods: list[TimedPod] = []
+    for where, row in _rows(path, POD_COLUMNS + TIME_COLUMNS):
+        try:
+            name, fields = _pod_fields(where, row, issues)
+            created = _seconds(where, row, "creation_time")
+            deleted = _seconds(where, row, "deletion_time")
+            if deleted < created:
+                raise TraceError(
+                    where,
+                    "deletion_time",
+                    f"pod {name}: {row['deletion_time'].strip()} is before "
+                    f"its creation_time {row['creation_time'].strip()}",
+                )
+            pods.append(TimedPod(_trace_pod(where, name, fields), fields, created, deleted))
         except SchedulerInputError as error:
             issues.add(error)
     return pods

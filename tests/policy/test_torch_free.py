@@ -245,6 +245,19 @@ LEARN_LINE = (
             "rl-scheduler simulate: needs matplotlib for its plots; pip install 'rl-scheduler[plots]'",
             id="simulate without matplotlib",
         ),
+        pytest.param(
+            ["timeline", "--policy", "fgd"],
+            ("matplotlib",),
+            "rl-scheduler timeline: needs matplotlib for its plots; pip install 'rl-scheduler[plots]'",
+            id="timeline without matplotlib",
+        ),
+        pytest.param(
+            ["timeline", "--policy", "fgd", "--seeds", "1,2"],
+            ("scipy",),
+            "rl-scheduler timeline: needs scipy for its paired t-intervals; pip install scipy or "
+            "'rl-scheduler[learn]'",
+            id="timeline over seeds without scipy",
+        ),
     ],
 )
 def test_a_command_without_its_extra_says_so_in_one_line(

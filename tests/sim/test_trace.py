@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from scheduler.errors import TraceError
 from scheduler.objects.node_manifest import node_from_manifest
 from scheduler.objects.pod_manifest import pod_from_manifest
 from scheduler.sim.catalog import node_list_path, pod_list_path
@@ -15,6 +16,7 @@ from scheduler.sim.trace import (
     load_nodes,
     load_pod_shapes,
     load_pods,
+    load_timed_pods,
     trace_node_manifest,
     trace_pod_manifest,
 )
@@ -226,3 +228,67 @@ def test_a_share_that_is_no_whole_percent_is_reported(tmp_path: Path) -> None:
     )
     assert pods == []
     assert issues.messages == ["pods.csv:2: gpu_milli: pod p1: 455 is not a multiple of 10 milli"]
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        pytest.param(
+            "p1,1000,1024,0,0,,LS,Running,,5,0", "pods.csv:2: creation_time: missing time", id="missing"
+        ),
+        pytest.param(
+            "p1,1000,1024,0,0,,LS,Running,7,,0",
+            "pods.csv:2: deletion_time: missing time",
+            id="missing deletion",
+        ),
+        pytest.param(
+            "p1,1000,1024,0,0,,LS,Running,soon,5,0",
+            "pods.csv:2: creation_time: 'soon' is not a time in seconds",
+            id="not a number",
+        ),
+        pytest.param(
+            "p1,1000,1024,0,0,,LS,Running,-3,5,0",
+            "pods.csv:2: creation_time: must be a finite number of seconds at least 0, got -3",
+            id="negative",
+        ),
+        pytest.param(
+            "p1,1000,1024,0,0,,LS,Running,10,5,0",
+            "pods.csv:2: deletion_time: pod p1: 5 is before its creation_time 10",
+            id="deleted before created",
+        ),
+        pytest.param(
+            "p1,abc,1024,0,0,,LS,Running,10,5,0",
+            "pods.csv:2: cpu_milli: 'abc' is not an integer",
+            id="a bad field is reported first",
+        ),
+    ],
+)
+def test_bad_times_are_reported_naming_row_and_column_and_skipped(
+    tmp_path: Path, row: str, message: str
+) -> None:
+    path = write(tmp_path, "pods.csv", POD_HEADER + row + "\np2,1000,1024,1,460,,LS,Running,3,3,3\n")
+    issues = TraceIssues()
+    timed = load_timed_pods(path, issues)
+    assert ([(t.pod.name, t.creation_s, t.deletion_s) for t in timed], issues.messages) == (
+        [("p2", 3.0, 3.0)],
+        [message],
+    )
+
+
+def test_a_pod_list_without_times_is_refused_naming_the_columns(tmp_path: Path) -> None:
+    path = write(tmp_path, "pods.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np1,1000,1024,0,0\n")
+    assert [p.name for p in load_pods(path)] == ["p1"]  # the untimed loaders never need them
+    with pytest.raises(TraceError, match="header: missing column\\(s\\) creation_time, deletion_time"):
+        load_timed_pods(path)
+
+
+def test_timed_pods_of_the_default_trace_are_its_pods_with_their_times() -> None:
+    path = pod_list_path("default")
+    issues = TraceIssues()
+    timed = load_timed_pods(path, issues)
+    assert issues.messages == []
+    assert [t.pod for t in timed] == load_pods(path)
+    assert [t.row for t in timed[:2]] == [(12000, 16384, 1, 1000, ""), (6000, 12288, 1, 460, "")]
+    # openb-pod-0001,...,creation_time 427061, deletion_time 12902960
+    assert (timed[1].creation_s, timed[1].deletion_s) == (427061.0, 12902960.0)
+    assert all(t.deletion_s >= t.creation_s for t in timed)

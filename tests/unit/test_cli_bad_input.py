@@ -174,6 +174,37 @@ ROWS = [
         _line("train pipeline", "--workers", "must be at least 1, got 0"),
     ),
     (["run", "--qps", "0"], _line("run", "--qps", "must be greater than 0, got 0")),
+    # timeline: its own options, and those it shares with simulate
+    (["timeline", "--load", "0"], _line("timeline", "--load", "must be greater than 0, got 0")),
+    (["timeline", "--load", "nan"], _line("timeline", "--load", "'nan' is not a finite number")),
+    (["timeline", "--load", "x"], _line("timeline", "--load", "'x' is not a number")),
+    (
+        ["timeline", "--load", "5", "--policy", "fgd"],  # more than the default trace can ever offer
+        _line(
+            "timeline", "--load", "5 is out of reach: at any compression this trace offers at most 0.102 x"
+        ),
+    ),
+    (["timeline", "--max-wait", "-1"], _line("timeline", "--max-wait", "must be at least 0, got -1")),
+    (["timeline", "--max-wait", "inf"], _line("timeline", "--max-wait", "'inf' is not a finite number")),
+    (
+        ["timeline", "--seeds", "5-3"],
+        _line("timeline", "--seeds", "'5-3' is a reversed range; write the lower seed first (3-5)"),
+    ),
+    (["timeline", "--workers", "0"], _line("timeline", "--workers", "must be at least 1, got 0")),
+    (["timeline", "--policy", "nosuch"], _line("timeline", "--policy", "invalid choice: 'nosuch' (choose")),
+    (["timeline", "--trace", "nosuch"], _line("timeline", "--trace", "'nosuch': no such file, and no pod")),
+    (
+        ["timeline", "--nodes", "nosuch"],
+        _line("timeline", "--nodes", "'nosuch': no such file or node list name"),
+    ),
+    (
+        ["timeline", "--checkpoint", "{tmp}/absent"],
+        _line("timeline", "--checkpoint", "{tmp}/absent: no such folder"),
+    ),
+    (
+        ["timeline", "--trace", "default", "--trace", "gpushare40"],  # one trace per command
+        _line("timeline", "--trace", "given twice ('default', then 'gpushare40'); one trace per command"),
+    ),
     (["run", "--burst", "-1"], _line("run", "--burst", "must be at least 1, got -1")),
     (
         ["trainer", "--metrics-port", "70000"],

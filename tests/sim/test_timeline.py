@@ -1,0 +1,362 @@
+"""The timeline replay: pods arrive at their (compressed) creation times, leave after
+their lifetimes, wait in a FIFO queue when they fit nowhere, fail after max-wait; the
+compression that gives an offered load; the metrics; ``rl-scheduler timeline``."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from scheduler.cli import main
+from scheduler.errors import SchedulerInputError
+from scheduler.framework.profile import Decision, schedule_pod
+from scheduler.sim import timeline
+from scheduler.sim.offered_load import compression_for_load, offered_gpu_milli
+from scheduler.sim.timeline import TimelineLog, TimelineSpec, load_timed_workload, replay_timeline
+from scheduler.sim.timeline_metrics import reduce_log, time_weighted_mean, timeline_metrics
+from scheduler.state.cluster_state import ClusterState
+
+POD_HEADER = (
+    "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
+    "creation_time,deletion_time,scheduled_time\n"
+)
+NODE_HEADER = "sn,cpu_milli,memory_mib,gpu,model\n"
+ONE_GPU_NODE = "n1,16000,65536,1,T4\n"
+
+# (name, num_gpu, creation_time, deletion_time); every pod asks 1 CPU and 1 GiB.
+Pod = tuple[str, int, int, int]
+
+
+def write_trace(tmp_path: Path, pods: list[Pod], nodes: str = ONE_GPU_NODE) -> tuple[str, str]:
+    trace = tmp_path / "pods.csv"
+    trace.write_text(
+        POD_HEADER
+        + "".join(
+            f"{name},1000,1024,{gpus},{1000 if gpus else 0},,LS,Running,{created},{deleted},{created}\n"
+            for name, gpus, created, deleted in pods
+        )
+    )
+    node_list = tmp_path / "nodes.csv"
+    node_list.write_text(NODE_HEADER + nodes)
+    return str(trace), str(node_list)
+
+
+def replay(tmp_path: Path, pods: list[Pod], max_wait: float, nodes: str = ONE_GPU_NODE) -> TimelineLog:
+    """Arrivals at the trace's own times (k = 1), policy fgd, seed 42."""
+    trace, node_list = write_trace(tmp_path, pods, nodes)
+    return replay_timeline(TimelineSpec(trace, "fgd", 42, node_list, max_wait_s=max_wait, compression=1.0))
+
+
+def waits(log: TimelineLog) -> dict[str, float | None]:
+    return {
+        name: None if math.isnan(wait) else float(wait)
+        for name, wait in zip(log.pod_names, log.wait_s, strict=True)
+    }
+
+
+# (id, pods, max wait, each pod's wait: None for a pod that failed). One node with one GPU.
+SEMANTICS = [
+    (
+        "a pod leaves after its lifetime and frees its room",
+        [("a", 1, 0, 100), ("b", 1, 150, 200)],  # without a's departure, b would fail
+        3600,
+        {"a": 0.0, "b": 0.0},
+    ),
+    (
+        "a pending pod is placed when the pod on its node leaves: waits 100 - 10",
+        [("a", 1, 0, 100), ("b", 1, 10, 60)],
+        3600,
+        {"a": 0.0, "b": 90.0},
+    ),
+    (
+        "its lifetime counts from its placement: c waits for b's 50 s after 100",
+        [("a", 1, 0, 100), ("b", 1, 10, 60), ("c", 1, 20, 30)],
+        3600,
+        {"a": 0.0, "b": 90.0, "c": 130.0},
+    ),
+    (
+        "a pod pending past max-wait fails: b's wait would be 90 > 50",
+        [("a", 1, 0, 100), ("b", 1, 10, 60)],
+        50,
+        {"a": 0.0, "b": None},
+    ),
+    (
+        "a departure at the moment the wait runs out still places the pod (90 = 90)",
+        [("a", 1, 0, 100), ("b", 1, 10, 60)],
+        90,
+        {"a": 0.0, "b": 90.0},
+    ),
+    (
+        "max-wait 0: a pod that fits nowhere on arrival fails at once",
+        [("a", 1, 0, 100), ("b", 1, 10, 60), ("c", 1, 100, 110)],
+        0,
+        {"a": 0.0, "b": None, "c": 0.0},
+    ),
+    (
+        "an arrival at the moment a pod leaves takes its room",
+        [("a", 1, 0, 100), ("b", 1, 100, 160)],
+        0,
+        {"a": 0.0, "b": 0.0},
+    ),
+    (
+        "pending pods are served before an arrival at the same time: b (FIFO) gets the GPU",
+        [("a", 1, 0, 100), ("b", 1, 10, 20), ("c", 1, 100, 110)],
+        3600,
+        {"a": 0.0, "b": 90.0, "c": 10.0},
+    ),
+    (
+        "a pending pod that fits nowhere does not hold up the queue: 2-GPU big is passed over",
+        [("a", 1, 0, 100), ("big", 2, 10, 20), ("small", 1, 20, 30)],
+        200,
+        {"a": 0.0, "big": None, "small": 80.0},
+    ),
+    (
+        "an arrival gets its own cycle while others pend: the CPU-only pod is placed at once",
+        [("a", 1, 0, 100), ("b", 1, 10, 20), ("cpu", 0, 20, 30)],
+        3600,
+        {"a": 0.0, "b": 90.0, "cpu": 0.0},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("pods", "max_wait", "expected"), [r[1:] for r in SEMANTICS], ids=[r[0] for r in SEMANTICS]
+)
+def test_semantics(
+    tmp_path: Path, pods: list[Pod], max_wait: float, expected: dict[str, float | None]
+) -> None:
+    log = replay(tmp_path, pods, max_wait)
+    assert waits(log) == expected
+    assert log.pending[-1] == 0  # the replay runs until every pod is placed or failed
+
+
+def test_departures_come_before_arrivals_at_the_same_time(tmp_path: Path) -> None:
+    """b arrives as a leaves n1: its cycle sees n1 free and FGD prefers it (a whole GPU
+    node used whole) to n2 (which it would leave with one GPU idle); an arrival before
+    the departure would only see n2."""
+    pods = [("a", 1, 0, 100), ("b", 1, 100, 160)]
+    log = replay(tmp_path, pods, 0, "n1,16000,65536,1,T4\nn2,16000,65536,2,T4\n")
+    assert (log.placed_on, waits(log)) == (["n1", "n1"], {"a": 0.0, "b": 0.0})
+
+
+def test_a_pending_pod_gets_a_cycle_only_when_it_fits_a_node_a_pod_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cycles: one per arrival; at 100 (a leaves n1) b's, not big's (2 GPUs never pass
+    n1's filters) nor c's (b took n1 first); at 150 (b leaves) c's."""
+    cycles: Counter[str] = Counter()
+
+    def counted(state: ClusterState, pod: Any, *args: Any, **kwargs: Any) -> Decision:
+        cycles[pod.name] += 1
+        return schedule_pod(state, pod, *args, **kwargs)
+
+    monkeypatch.setattr(timeline, "schedule_pod", counted)
+    log = replay(tmp_path, [("a", 1, 0, 100), ("b", 1, 10, 60), ("big", 2, 10, 30), ("c", 1, 20, 40)], 200)
+    assert waits(log) == {"a": 0.0, "b": 90.0, "big": None, "c": 130.0}
+    assert cycles == {"a": 1, "b": 2, "big": 1, "c": 2}
+
+
+def test_the_log_records_allocation_and_pending_after_each_time(tmp_path: Path) -> None:
+    log = replay(tmp_path, [("a", 1, 0, 100), ("b", 1, 10, 60), ("c", 1, 20, 25)], 3600)
+    rows = list(zip(log.times.tolist(), log.allocated_milli.tolist(), log.pending.tolist(), strict=True))
+    assert rows == [
+        (0.0, 1000, 0),  # a placed
+        (10.0, 1000, 1),  # b pending
+        (20.0, 1000, 2),  # c pending
+        (100.0, 1000, 1),  # a left, b placed (leaves at 150)
+        (150.0, 1000, 0),  # b left, c placed (leaves at 155)
+        (155.0, 0, 0),
+    ]
+    assert log.placed_on == ["n1", "n1", "n1"]
+
+
+def test_lifetimes_are_at_least_one_second(tmp_path: Path) -> None:
+    """A pod deleted when it was created still holds its GPU for 1 s: b waits 1 s."""
+    log = replay(tmp_path, [("a", 1, 0, 0), ("b", 1, 0, 5)], 3600)
+    assert waits(log) == {"a": 0.0, "b": 1.0}
+
+
+# (creation, lifetime, GPU milli, target offered milli, k). Two pods, span 1000:
+# offered(k) = 1000 * min(100k, 1000) / 1000 = min(100k, 1000).
+# Three pods, span 200: offered(k) = (1000 min(50k, 200) + 500 min(400k, 100) + 0) / 200.
+TWO = ([0.0, 1000.0], [100.0, 50.0], [1000.0, 1000.0])
+THREE = ([0.0, 100.0, 200.0], [50.0, 400.0, 10.0], [1000.0, 500.0, 2000.0])
+COMPRESSIONS = [
+    pytest.param(*TWO, 400.0, 4.0, id="two pods: 400 milli at k 4"),
+    pytest.param(*TWO, 250.0, 2.5, id="two pods: 250 milli at k 2.5"),
+    pytest.param(*TWO, 1000.0, 10.0, id="two pods: all they can offer, first reached at k 10"),
+    pytest.param(*THREE, 500.0, 1.0, id="three pods: (50000 + 50000) / 200 at k 1"),
+    pytest.param(*THREE, 312.5, 0.25, id="three pods: (12500 + 50000) / 200 at k 1/4"),
+    pytest.param(*THREE, 1250.0, 4.0, id="three pods: (200000 + 50000) / 200 at k 4, the most"),
+]
+
+
+@pytest.mark.parametrize(("creation", "lifetime", "gpu", "target", "k"), COMPRESSIONS)
+def test_bisection_finds_the_compression_of_a_load(
+    creation: list[float], lifetime: list[float], gpu: list[float], target: float, k: float
+) -> None:
+    arrays = (np.array(creation), np.array(lifetime), np.array(gpu))
+    found = compression_for_load(*arrays, target)
+    assert found == pytest.approx(k, rel=1e-9)
+    assert offered_gpu_milli(*arrays, found) == pytest.approx(target, rel=1e-9)
+
+
+def test_a_load_past_what_the_trace_offers_is_refused_saying_how_much_it_can(tmp_path: Path) -> None:
+    # One node of 4 GPUs: the two pods above offer at most 1000 milli = 0.25 x capacity.
+    trace, nodes = write_trace(tmp_path, [("a", 1, 0, 100), ("b", 1, 1000, 1050)], "n1,16000,65536,4,T4\n")
+    workload = load_timed_workload(trace, nodes)
+    assert workload.compression_for(0.1) == pytest.approx(4.0, rel=1e-9)  # 400 milli
+    with pytest.raises(
+        SchedulerInputError, match=r"0\.3 is out of reach: .* at most 0\.250 x the cluster's 4 GPUs"
+    ):
+        workload.compression_for(0.3)
+
+
+def test_with_room_for_every_pod_the_headline_is_the_offered_load(tmp_path: Path) -> None:
+    """Nothing waits, so the GPU allocated over the arrival span is what the pods offer."""
+    pods = [(f"p{i}", 1 + i % 2, 100 * i, 100 * i + 30 + 70 * (i % 3)) for i in range(12)]
+    trace, nodes = write_trace(tmp_path, pods, "n1,64000,262144,8,T4\nn2,64000,262144,8,T4\n")
+    log = replay_timeline(TimelineSpec(trace, "fgd", 42, nodes, load=0.2))
+    assert log.offered_load == pytest.approx(0.2, rel=1e-9)
+    assert np.all(log.wait_s == 0)
+    assert timeline_metrics(log).gpu_alloc_mean == pytest.approx(20.0, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("start", "stop", "mean"),
+    [
+        (0.0, 30.0, (2 * 10 + 4 * 20) / 30),
+        (5.0, 20.0, (2 * 5 + 4 * 10) / 15),
+        (-10.0, 10.0, (0 * 10 + 2 * 10) / 20),  # 0 before the first row
+        (20.0, 40.0, (4 * 10 + 0 * 10) / 20),
+        (12.0, 12.0, 4.0),  # one instant: the value then
+    ],
+)
+def test_time_weighted_mean_of_the_step_function(start: float, stop: float, mean: float) -> None:
+    times, values = np.array([0.0, 10.0, 30.0]), np.array([2, 4, 0])
+    assert time_weighted_mean(times, values, start, stop) == pytest.approx(mean)
+
+
+def test_metrics_of_a_replay(tmp_path: Path) -> None:
+    # a runs 0-100, b waits 90 then runs 100-150, big (2 GPUs) fails at 210, c waits 130.
+    pods = [("a", 1, 0, 100), ("b", 1, 10, 60), ("big", 2, 10, 30), ("c", 1, 20, 40)]
+    metrics = timeline_metrics(replay(tmp_path, pods, 200))
+    assert metrics.pods_failed == 1
+    # big: 2000 milli x 20 s of (1000 x 100 + 1000 x 50 + 2000 x 20 + 1000 x 20)
+    assert metrics.gpu_hours_failed_pct == pytest.approx(100 * 40_000 / 210_000)
+    assert (metrics.wait_p50_s, metrics.wait_p99_s) == pytest.approx((90.0, 90 + 0.98 * 40))  # of 0, 90, 130
+    # over the arrival span 0-20: a's GPU all along; pending 0 (0-10), 2 (10-20)
+    assert (metrics.gpu_alloc_mean, metrics.peak_pending, metrics.pending_mean) == (100.0, 3, 1.0)
+
+
+def test_the_same_seed_gives_the_same_replay_and_another_seed_another(tmp_path: Path) -> None:
+    nodes = "".join(f"n{i},16000,65536,2,T4\n" for i in range(6))
+    pods = [(f"p{i:02d}", 1, 7 * i, 7 * i + 40 + (i * 37) % 90) for i in range(40)]
+    trace, node_list = write_trace(tmp_path, pods, nodes)
+
+    def run(seed: int) -> TimelineLog:
+        return replay_timeline(TimelineSpec(trace, "default", seed, node_list, max_wait_s=60, load=0.9))
+
+    first, again, other = run(1), run(1), run(2)
+    assert first.placed_on == again.placed_on
+    assert np.array_equal(first.wait_s, again.wait_s, equal_nan=True)
+    assert np.array_equal(first.allocated_milli, again.allocated_milli)
+    assert first.placed_on != other.placed_on  # the seed does choose the nodes
+
+
+def test_the_curves_share_one_grid(tmp_path: Path) -> None:
+    log = replay(tmp_path, [("a", 1, 0, 100), ("b", 1, 10, 60)], 3600)
+    result = reduce_log(log, points=5)
+    assert result.curve_s.tolist() == [0.0, 902.5, 1805.0, 2707.5, 3610.0]  # first arrival to 10 + 3600
+    assert result.allocation_pct.tolist() == [100.0, 0.0, 0.0, 0.0, 0.0]
+    assert result.pending.tolist() == [0.0] * 5
+
+
+def test_the_command_prints_the_compression_the_table_and_the_pairs_and_writes_the_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pods = [(f"p{i:02d}", 1, 10 * i, 10 * i + 25 + (i * 13) % 40) for i in range(30)]
+    trace, nodes = write_trace(tmp_path, pods, "n1,16000,65536,2,T4\nn2,16000,65536,2,T4\n")
+    out = tmp_path / "out"
+    argv = ["timeline", "--trace", trace, "--nodes", nodes, "--policy", "fgd", "--policy", "default"]
+    argv += [
+        "--seeds",
+        "1,2",
+        "--load",
+        "0.8",
+        "--max-wait",
+        "20",
+        "--workers",
+        "1",
+        "--quiet",
+        "--out",
+        str(out),
+    ]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    summary = json.loads((out / "summary.json").read_text())
+    protocol = summary["protocol"]
+    assert lines[0] == (
+        f"{trace}: arrivals compressed k = {protocol['compression']:.6g}x; offered GPU load 0.800 x capacity "
+        "(4 GPUs); max wait 20 s"
+    )
+    assert protocol["offered_load"] == pytest.approx(0.8)
+    assert lines[1].split() == [
+        *(
+            "policy",
+            "GPU",
+            "alloc",
+            "%",
+            "GPU-h",
+            "failed",
+            "%",
+            "failed",
+            "wait",
+            "p50",
+            "s",
+            "wait",
+            "p99",
+            "s",
+        ),
+        *("peak", "pending", "mean", "pending", "s/replay"),
+    ]
+    assert [line.split()[0] for line in lines[3:5]] == ["fgd", "default"]
+    policies = summary["policies"]
+    assert list(policies) == ["fgd", "default"]
+    for line, policy in zip(lines[3:5], policies, strict=True):
+        per_seed = [policies[policy]["per_seed"][s]["gpu_alloc_mean"] for s in ("1", "2")]
+        assert line.split()[1] == f"{np.median(per_seed):.2f}"
+        assert policies[policy]["gpu_alloc_mean"]["median"] == pytest.approx(np.median(per_seed))
+    pair = summary["paired"][0]
+    assert (pair["policy"], pair["baseline"], pair["metric"], pair["seeds"]) == (
+        "fgd",
+        "default",
+        "gpu_alloc_mean",
+        [1, 2],
+    )
+    assert any(line.split()[1:4] == ["fgd", "-", "default"] for line in lines[5:])
+    assert lines[-1] == f"wrote {out / 'summary.json'} and {out / 'curves.png'}"
+    assert (out / "curves.png").stat().st_size > 0
+
+
+def test_the_command_refuses_a_load_out_of_reach_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace, nodes = write_trace(tmp_path, [("a", 1, 0, 100), ("b", 1, 1000, 1050)], "n1,16000,65536,4,T4\n")
+    argv = ["timeline", "--trace", trace, "--nodes", nodes, "--policy", "fgd", "--load", "0.5", "--quiet"]
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 2
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err.splitlines()) == (
+        "",
+        [
+            "rl-scheduler timeline: error: argument --load: 0.5 is out of reach: at any compression "
+            "this trace offers at most 0.250 x the cluster's 4 GPUs (every pod alive from its arrival "
+            "to the last arrival)"
+        ],
+    )
