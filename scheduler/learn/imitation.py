@@ -26,9 +26,9 @@ from scheduler.framework.plugin import CycleContext
 from scheduler.framework.profile import Profile, WeightedScore
 from scheduler.learn.episode import EpisodeSpec, make_episode, run_episode
 from scheduler.learn.options import ImitationArgs
-from scheduler.learn.teacher import ReserveScore
 from scheduler.plugins.profiles import default_filters, register_profile
 from scheduler.plugins.registry import ProfileContext
+from scheduler.plugins.scores.fgd_reserve import ReserveScore
 from scheduler.policy.checkpoint import Manifest, save_checkpoint
 from scheduler.policy.config import PRIOR_POINTS, ScorerConfig
 from scheduler.policy.features import FGD_SCORE

@@ -39,8 +39,8 @@ from scheduler.framework.profile import Profile, WeightedScore, schedule_pod
 from scheduler.learn.episode import Episode, EpisodeSpec, make_episode
 from scheduler.learn.imitation import Sample, collate
 from scheduler.learn.options import RolloutArgs
-from scheduler.learn.teacher import ReserveScore
 from scheduler.plugins.profiles import default_filters
+from scheduler.plugins.scores.fgd_reserve import ReserveScore
 from scheduler.policy.checkpoint import Manifest, load_checkpoint, save_checkpoint
 from scheduler.policy.model import NodeScorer
 from scheduler.state.cluster_state import ClusterState, IntArray

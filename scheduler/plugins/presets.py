@@ -9,7 +9,8 @@ of kube-scheduler's default plugins (``KUBE_DEFAULTS``).
 | most-allocated | as default, NodeResourcesFit with the MostAllocated strategy      | random |
 | random, dot-prod, gpu-clustering, gpu-packing, best-fit, fgd                       |        |
 |                | that FGD-paper policy, among the nodes the pod prefers most       | first  |
-| fgd-reserve    | the imitation teacher (FGD with a CPU reserve) alone              | first  |
+| fgd-reserve    | FGD with a CPU reserve per idle GPU, among the nodes the pod      | first  |
+|                | prefers most (the chart's default)                                |        |
 | gnn            | the learned policy, among the nodes the pod prefers most          | first  |
 
 "The nodes the pod prefers most": the policy presets keep kube's preference scores
@@ -87,6 +88,6 @@ PRESETS: Mapping[str, Mapping[str, Any]] = {
     "gpu-packing": _policy("GpuPacking"),
     "best-fit": _policy("BestFit"),
     "fgd": _policy("FGD"),
-    "fgd-reserve": {"plugins": {"score": {"disabled": [{"name": "*"}], "enabled": [{"name": "FgdReserve"}]}}},
+    "fgd-reserve": _policy("FgdReserve"),
     "gnn": _policy("GnnScore"),
 }

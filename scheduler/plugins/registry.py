@@ -162,7 +162,12 @@ _SPECS = (
     PluginSpec(
         "GnnScore", score="scheduler.policy.plugin:gnn_score", policy=True, selects_gpus=True, learned=True
     ),
-    PluginSpec("FgdReserve", score="scheduler.learn.teacher:reserve_score", policy=True, selects_gpus=True),
+    PluginSpec(
+        "FgdReserve",
+        score="scheduler.plugins.scores.fgd_reserve:reserve_score",
+        policy=True,
+        selects_gpus=True,
+    ),
 )
 PLUGINS: Mapping[str, PluginSpec] = {spec.name: spec for spec in _SPECS}
 

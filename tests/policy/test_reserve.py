@@ -8,8 +8,8 @@ import torch
 
 from scheduler.framework.profile import Profile, WeightedScore, schedule_pod
 from scheduler.learn.episode import EpisodeSpec, make_episode
-from scheduler.learn.teacher import ReserveScore, reserve_cores_per_gpu
 from scheduler.plugins.profiles import default_filters
+from scheduler.plugins.scores.fgd_reserve import ReserveScore, reserve_cores_per_gpu
 from scheduler.policy.config import PRESSURE_PIVOT, ScorerConfig
 from scheduler.policy.features import (
     CPU_LEFT_AFTER,

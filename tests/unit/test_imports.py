@@ -88,7 +88,7 @@ def test_importing_the_training_modules_registers_no_profile() -> None:
     script = (
         "from scheduler.plugins.profiles import profile_names\n"
         "before = profile_names()\n"
-        "import scheduler.learn.teacher, scheduler.policy.plugin\n"
+        "import scheduler.plugins.scores.fgd_reserve, scheduler.policy.plugin\n"
         "assert profile_names() == before, (before, profile_names())\n"
         "print(*before)\n"
     )
@@ -103,9 +103,9 @@ def test_the_learned_plugins_are_imported_only_when_a_profile_uses_them() -> Non
         "from scheduler.plugins.profiles import build_profile\n"
         "build_profile('best-fit')\n"
         "assert 'scheduler.policy.plugin' not in sys.modules\n"
-        "assert 'scheduler.learn.teacher' not in sys.modules\n"
+        "assert 'scheduler.plugins.scores.fgd_reserve' not in sys.modules\n"
         "build_profile('fgd-reserve')\n"
-        "assert 'scheduler.learn.teacher' in sys.modules\n"
+        "assert 'scheduler.plugins.scores.fgd_reserve' in sys.modules\n"
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr

@@ -50,7 +50,7 @@ def resolved(data: dict[str, Any]) -> tuple[tuple[str, ...], dict[str, int]]:
         ("gpu-packing", {**PREFERENCES, "GpuPacking": 1}),
         ("best-fit", {**PREFERENCES, "BestFit": 1}),
         ("fgd", {**PREFERENCES, "FGD": 1}),
-        ("fgd-reserve", {"FgdReserve": 1}),
+        ("fgd-reserve", {**PREFERENCES, "FgdReserve": 1}),
         ("gnn", {**PREFERENCES, "GnnScore": 1}),
     ],
 )

@@ -1,4 +1,5 @@
-"""The imitation teacher: FGD with a CPU reserve per idle GPU (``fgd-reserve``).
+"""FGD with a CPU reserve per idle GPU (the ``fgd-reserve`` profile, the chart's
+default, and the learned policy's imitation teacher).
 
 Measured on the default trace (``benchmarks/fgd_stranded.py``): under FGD the first
 pods fail at ~95% arrived while ~40 GPUs are still fully free, on nodes with under
@@ -32,10 +33,8 @@ import numpy as np
 import numpy.typing as npt
 
 from scheduler.framework.plugin import CycleContext
-from scheduler.framework.profile import Profile
 from scheduler.objects.pod import Pod
 from scheduler.plugins.args import PluginArgs
-from scheduler.plugins.profiles import build_profile
 from scheduler.plugins.registry import ProfileContext
 from scheduler.plugins.scores.fgd import FgdScore
 from scheduler.policy.config import RESERVE_MAX, RESERVE_MIN
@@ -45,7 +44,6 @@ from scheduler.policy.scoring import integer_scores
 from scheduler.state.cluster_state import CPU_COLUMN, ClusterState, IntArray
 from scheduler.state.fragmentation import TypicalPods, pod_shape
 
-TEACHER_PROFILE = "fgd-reserve"
 WEIGHT_POINTS_PER_CORE = 2.0
 RESERVE_SLOPE, RESERVE_PIVOT = 11.1, 0.832
 
@@ -104,8 +102,3 @@ class ReserveScore:
 def reserve_score(_args: PluginArgs, ctx: ProfileContext) -> ReserveScore:
     """The ``FgdReserve`` plugin (the registry imports this module only when used)."""
     return ReserveScore(ctx.typical_pods)
-
-
-def teacher_profile(ctx: ProfileContext) -> Profile:
-    """The ``fgd-reserve`` preset: ReserveScore alone, ties to the first node."""
-    return build_profile(TEACHER_PROFILE, ctx)
