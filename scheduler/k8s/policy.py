@@ -155,6 +155,12 @@ class PolicyManager:
                 log.info(
                     "scheduling %s with the %s profile (a heuristic)", resolved.scheduler_name, resolved.name
                 )
+        if settings.policy_store is not None and not self.learned:
+            log.warning(
+                "policy store %s is set but no profile is learned: the trainer's versions are not used "
+                "(profile gnn, or a profile with preset gnn, schedules with them)",
+                settings.policy_store,
+            )
 
     @property
     def active(self) -> ActiveProfile:

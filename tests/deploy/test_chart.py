@@ -33,6 +33,7 @@ SHARED = "/var/lib/rl-scheduler"
 EVERYTHING = {
     "replicaCount": 2,
     "trainer.enabled": True,
+    "settings.profile": "gnn",  # the trainer's versions schedule only for a learned profile
     "sharedVolume.persistence.enabled": True,
     "metrics.serviceMonitor.enabled": True,
 }
@@ -139,6 +140,7 @@ def test_the_schema_bounds_each_number_as_the_operator_does() -> None:
         pytest.param(EVERYTHING, id="everything"),
         pytest.param({"schedulerName": "gpu-packer", "settings.profile": "fgd"}, id="renamed heuristic"),
         pytest.param({"trainer.enabled": False}, id="no trainer"),
+        pytest.param({"trainer.enabled": True, "settings.profile": "gnn"}, id="learning online"),
     ],
 )
 def test_the_settings_file_is_one_the_operator_accepts(
@@ -159,7 +161,8 @@ def test_the_settings_file_is_one_the_operator_accepts(
     role = only(docs, "Role", "-leader-election")
     assert [r.get("resourceNames") for r in role["rules"]] == [None, [name]]
     assert settings.metrics_address == "0.0.0.0:10260"
-    trainer = bool(values.get("trainer.enabled", True))
+    trainer = bool(values.get("trainer.enabled", False))
+    assert settings.profile == values.get("settings.profile", "fgd-reserve")
     # None (trainer off): the policy shipped in the image, and no experience log
     assert settings.checkpoint is None
     assert settings.policy_store == (Path(SHARED, "policies") if trainer else None)
@@ -182,10 +185,7 @@ def test_defaults_render_the_documented_objects(helm: Path) -> None:
         ]
     )
     deployment = only(render(helm), "Deployment")
-    assert [c["name"] for c in deployment["spec"]["template"]["spec"]["containers"]] == [
-        "scheduler",
-        "trainer",
-    ]
+    assert [c["name"] for c in deployment["spec"]["template"]["spec"]["containers"]] == ["scheduler"]
     assert deployment["spec"]["template"]["spec"]["volumes"][2] == {
         "name": "shared",
         "emptyDir": {"sizeLimit": "2Gi"},

@@ -42,6 +42,7 @@ EVERYTHING = {
     "schedulerName": SCHEDULER,
     "replicaCount": 2,
     "trainer.enabled": True,
+    "settings.profile": "gnn",  # the trainer's versions schedule only for a learned profile
     "sharedVolume.persistence.enabled": True,
     "metrics.serviceMonitor.enabled": True,
 }

@@ -78,6 +78,20 @@ def test_a_heuristic_profile_schedules_and_says_so_once(
     assert caplog.messages.count(said) == 1
 
 
+@pytest.mark.parametrize(
+    ("profile", "warned"),
+    [("fgd-reserve", True), ("gnn", False)],
+)
+def test_a_policy_store_without_a_learned_profile_is_said_to_be_unused(
+    tmp_path: Path, profile: str, warned: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = load_settings(profile=profile, fallback_profile="fgd", policy_store=tmp_path / "policies")
+    with caplog.at_level(logging.WARNING, logger="scheduler.k8s.policy"):
+        PolicyManager(settings, Metrics(), WORKLOAD)
+    unused = [m for m in caplog.messages if "no profile is learned" in m]
+    assert bool(unused) == warned, caplog.messages
+
+
 def corrupt_weights(folder: Path) -> None:
     weights = folder / "model.safetensors"
     data = bytearray(weights.read_bytes())

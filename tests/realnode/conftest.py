@@ -6,11 +6,12 @@ The cluster is started once per session and torn down after it; the teardown che
 that the machine is as it was (sysctls, iptables, mounts, links, network namespaces),
 and fails the session otherwise.
 
-The trainer sidecar needs the trainer image (torch from PyPI: a 10-minute build and
-several GB here), so by default the chart runs with ``trainer.enabled=false`` and the
-scheduler reads the empty policy store on the shared volume, as the chart's defaults
-make it do; ``RL_REAL_NODE_TRAINER=1`` builds the trainer image and installs the chart
-with its defaults, trainer included.
+The chart runs with its defaults (the ``fgd-reserve`` profile, no trainer) plus a
+second profile, ``rl-scheduler-gnn`` with the learned policy (``preset: gnn``), reading
+the empty policy store on the shared volume: the one process serves both. The trainer
+sidecar needs the trainer image (torch from PyPI: a 10-minute build and several GB
+here), so only ``RL_REAL_NODE_TRAINER=1`` builds it and enables the trainer, which
+publishes into that store.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ WITH_TRAINER = os.environ.get("RL_REAL_NODE_TRAINER") == "1"
 CLUSTER_NAME = "rl-real"
 RELEASE = "rl-scheduler"
 NAMESPACE = "rl-scheduler"
+LEARNED_SCHEDULER = "rl-scheduler-gnn"  # the profile with the learned policy added to the defaults
 
 
 @pytest.fixture(autouse=True)
@@ -89,11 +91,14 @@ def core(real_cluster: RealCluster) -> client.CoreV1Api:
 
 @pytest.fixture(scope="session")
 def release(real_cluster: RealCluster, images: dict[str, str]) -> Iterator[str]:
-    """The chart installed with its defaults (the trainer off unless RL_REAL_NODE_TRAINER=1;
-    then the scheduler still reads the empty policy store on the shared volume)."""
-    values: dict[str, Any] = {}
-    if not WITH_TRAINER:
-        values = {"trainer.enabled": False, "settings.policy_store": "/var/lib/rl-scheduler/policies"}
+    """The chart installed with its defaults, plus the learned profile reading the policy
+    store on the shared volume (and the trainer with RL_REAL_NODE_TRAINER=1)."""
+    values: dict[str, Any] = {
+        "settings.profiles": [{"schedulerName": LEARNED_SCHEDULER, "preset": "gnn"}],
+        "settings.policy_store": "/var/lib/rl-scheduler/policies",
+    }
+    if WITH_TRAINER:
+        values["trainer.enabled"] = True
     start = time.monotonic()
     install_chart(real_cluster, RELEASE, NAMESPACE, values)
     print(f"\nhelm install --wait: {time.monotonic() - start:.1f} s")

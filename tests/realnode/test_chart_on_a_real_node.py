@@ -14,7 +14,7 @@ import pytest
 from kubernetes import client, watch
 
 from tests.deploy.chart import CHART, set_flags
-from tests.realnode.conftest import RELEASE, WITH_TRAINER
+from tests.realnode.conftest import LEARNED_SCHEDULER, RELEASE, WITH_TRAINER
 from tests.realnode.support import (
     RealCluster,
     is_ready,
@@ -38,14 +38,18 @@ def the_scheduler(core: client.CoreV1Api, namespace: str) -> Any:
     return pods[0]
 
 
-def test_the_scheduler_runs_the_shipped_learned_policy_from_its_first_decision(
+def test_the_default_profile_and_the_shipped_learned_policy_schedule_from_the_first_decision(
     real_cluster: RealCluster, core: client.CoreV1Api, release: str
 ) -> None:
     pod = the_scheduler(core, release)
-    info = {"profile": "gnn", "source": "policy", "version": "shipped"}
-    assert metric_value(pod_metrics(pod), "rl_scheduler_policy_info", info) == 1.0
+    metrics = pod_metrics(pod)
+    heuristic = {"profile": "fgd-reserve", "source": "policy", "version": "heuristic"}
+    assert metric_value(metrics, "rl_scheduler_policy_info", heuristic) == 1.0
+    learned = {"profile": "gnn", "source": "policy", "version": "shipped"}
+    assert metric_value(metrics, "rl_scheduler_policy_info", learned) == 1.0
     log = real_cluster.kubectl("logs", "-n", release, pod.metadata.name, "-c", "scheduler")
-    assert f"scheduling {SCHEDULER_NAME} with gnn policy shipped" in log, log
+    assert f"scheduling {SCHEDULER_NAME} with the fgd-reserve profile (a heuristic)" in log, log
+    assert f"scheduling {LEARNED_SCHEDULER} with gnn policy shipped" in log, log
     assert "fgd schedules instead" not in log, log
     # The store on the shared volume is empty (nothing published yet) and says so.
     assert f"policy store {SHARED}/policies has no version yet" in log, log
