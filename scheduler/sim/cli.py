@@ -20,10 +20,11 @@ from scheduler.sim.sweep import expand, run_sweep, run_synthetic_spec, run_trace
 from scheduler.sim.synthetic import SyntheticSpec
 
 FGD_BASELINES = ("random", "dot-prod", "gpu-clustering", "gpu-packing", "best-fit", "fgd")
-# The chart's default profile (the learned policy, shipped checkpoint) beside kube's
-# default profile and the FGD paper's six.
+# The chart's default profile (fgd-reserve) and the learned policy (the shipped
+# checkpoint) beside kube's default profile and the FGD paper's six.
+CHART_DEFAULT = "fgd-reserve"
 LEARNED = "gnn"
-DEFAULT_POLICIES = (LEARNED, "default", *FGD_BASELINES)
+DEFAULT_POLICIES = (CHART_DEFAULT, LEARNED, "default", *FGD_BASELINES)
 
 
 def chosen_policies(args: argparse.Namespace) -> list[str]:
