@@ -44,7 +44,8 @@ OPERATOR = Extra(
     ("kopf", "kubernetes", "prometheus_client", "aiohttp", "safetensors"),
     "the scheduler's extras (kopf, kubernetes, safetensors); pip install 'rl-scheduler[operator]'",
 )
-EXTRAS = (LEARN, PLOTS, OPERATOR)
+RAY = Extra("ray", ("ray",), "ray for --ray-address; pip install 'rl-scheduler[ray]'")
+EXTRAS = (LEARN, PLOTS, OPERATOR, RAY)
 
 
 def needed_extras(args: argparse.Namespace) -> list[Extra]:
@@ -54,12 +55,13 @@ def needed_extras(args: argparse.Namespace) -> list[Extra]:
     learned = (
         [OPERATOR] if args.command == "simulate" and sim_cli.LEARNED in sim_cli.chosen_policies(args) else []
     )
+    ray = [RAY] if getattr(args, "ray_address", None) is not None else []
     return {
         "run": [OPERATOR],
         "trainer": [LEARN, OPERATOR],
-        "train": [LEARN],
-        "evaluate": [LEARN, *plots],
-        "simulate": [*plots, *learned],
+        "train": [LEARN, *ray],
+        "evaluate": [LEARN, *plots, *ray],
+        "simulate": [*plots, *learned, *ray],
     }.get(args.command, [])
 
 

@@ -30,7 +30,7 @@ from scheduler.plugins.profiles import profile_names
 from scheduler.policy.config import PER_NODE_KINDS
 from scheduler.sim import paired, report
 from scheduler.sim.catalog import DEFAULT_NODE_LIST, node_list_path, pod_list_path
-from scheduler.sim.cli import FGD_BASELINES, _advance, print_issues
+from scheduler.sim.cli import FGD_BASELINES, _advance, add_ray_address, print_issues
 
 LEARNED = "gnn"
 TEACHER = "fgd-reserve"
@@ -67,6 +67,7 @@ def run_pipeline(args: PipelineArgs) -> Path:
             pairs=args.es_pairs,
             seed=args.seed,
             workers=args.workers,
+            ray_address=args.ray_address,
             time_limit_s=remaining,
             out=args.out / "es",
             quiet=args.quiet,
@@ -79,7 +80,7 @@ def run_pipeline(args: PipelineArgs) -> Path:
     manifest["training"]["pipeline_command"] = "rl-scheduler train pipeline " + " ".join(
         f"--{k.replace('_', '-')} {','.join(map(str, v)) if isinstance(v, tuple) else v}"
         for k, v in vars(args).items()
-        if k not in ("quiet",)
+        if k not in ("quiet",) and v is not None
     )
     (target / "model.safetensors").write_bytes((final / "model.safetensors").read_bytes())
     (target / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
@@ -142,6 +143,7 @@ def register(commands: Any) -> None:
     evaluate.add_argument(
         "--workers", type=number(int, COUNT), default=os.cpu_count() or 1, help="parallel processes"
     )
+    add_ray_address(evaluate, "replays")
     evaluate.add_argument("--out", type=Path, default=Path("runs/evaluate"), help="folder for the outputs")
     evaluate.add_argument(
         "--record", action="store_true", help="write the results into the checkpoint's manifest.json"
@@ -190,7 +192,12 @@ def _evaluate(args: argparse.Namespace) -> int:
         if args.synthetic:
             policies = [p for p in policies if p not in FGD_BASELINES]  # they need GPUs
             _, summary = evaluation.evaluate_synthetic(
-                policies, args.seeds, checkpoints, args.workers, on_pods=_advance(bar)
+                policies,
+                args.seeds,
+                checkpoints,
+                args.workers,
+                on_pods=_advance(bar),
+                ray_address=args.ray_address,
             )
             # No FGD without GPUs: the named baselines (MostAllocated, kube's default) instead.
             compared = [p for p in policies if p != LEARNED]
@@ -203,7 +210,14 @@ def _evaluate(args: argparse.Namespace) -> int:
         else:
             traces = args.trace or ["default"]
             results, summary = evaluation.evaluate_traces(
-                traces, policies, args.seeds, checkpoints, args.workers, _advance(bar), args.nodes
+                traces,
+                policies,
+                args.seeds,
+                checkpoints,
+                args.workers,
+                _advance(bar),
+                args.nodes,
+                args.ray_address,
             )
             print_issues(results)
             by_trace = paired.paired_traces(summary, LEARNED, compared)

@@ -21,6 +21,7 @@ from scheduler.cli_values import (
     existing_dir,
     named_by,
     numbers,
+    ray_address,
 )
 from scheduler.policy.config import ScorerKind
 from scheduler.sim.catalog import pod_list_path
@@ -29,6 +30,8 @@ from scheduler.sim.catalog import pod_list_path
 Traces = Annotated[tuple[str, ...], Check(named_by(pod_list_path))]
 # A checkpoint folder that must exist.
 CheckpointDir = Annotated[Path, Check(existing_dir)]
+# A Ray cluster's address, or None for local processes.
+RayAddress = Annotated[str | None, Check(ray_address)]
 # ES perturbation scales of the reserve term's six parameters, in their order.
 ReserveScales = Annotated[tuple[float, ...], Check(numbers(float, 6, NON_NEGATIVE), each=False)]
 
@@ -95,6 +98,9 @@ class EsArgs:
     """seeds numpy and the episodes"""
     workers: Count = 2
     """parallel processes"""
+    ray_address: RayAddress = None
+    """play the members on the Ray cluster at this address (auto, HOST:PORT or ray://HOST:PORT) instead
+    of --workers local processes; the same numbers"""
     time_limit_s: NonNegative = 0.0
     """stop after this many seconds (0: no limit); the checkpoint is saved either way"""
     out: Path = Path("runs/es")
@@ -247,6 +253,8 @@ class PipelineArgs:
     """ES stops once the whole run has taken this long (the budget is two hours)"""
     workers: Count = 2
     """parallel processes for ES"""
+    ray_address: RayAddress = None
+    """play ES's members on the Ray cluster at this address instead of --workers local processes"""
     seed: Seed = 1
     """seeds every stage"""
     out: Path = Path("runs/train")

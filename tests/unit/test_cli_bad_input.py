@@ -180,6 +180,19 @@ ROWS = [
         _line("trainer", "--metrics-port", "must be at most 65535, got 70000"),
     ),
     (["trainer", "--window", "0"], _line("trainer", "--window", "must be at least 1, got 0")),
+    # a Ray cluster's address: its shape, and something answering there (ray.init would wait)
+    (
+        ["simulate", "--ray-address", "nonsense"],
+        _line("simulate", "--ray-address", "'nonsense': expected auto, HOST:PORT or ray://HOST:PORT"),
+    ),
+    (
+        ["train", "es", "--ray-address", "head:port"],
+        _line("train es", "--ray-address", "'head:port': expected auto, HOST:PORT or ray://HOST:PORT"),
+    ),
+    (
+        ["evaluate", "--ray-address", "127.0.0.1:1"],
+        _line("evaluate", "--ray-address", "127.0.0.1:1: no Ray cluster answers there (Connection refused)"),
+    ),
     # no command, no action, unknown stage
     ([], "rl-scheduler: error: the following arguments are required: COMMAND"),
     (["policy"], "rl-scheduler policy: error: the following arguments are required: ACTION"),
