@@ -45,7 +45,8 @@ OPERATOR = Extra(
     "the scheduler's extras (kopf, kubernetes, safetensors); pip install 'rl-scheduler[operator]'",
 )
 RAY = Extra("ray", ("ray",), "ray for --ray-address; pip install 'rl-scheduler[ray]'")
-EXTRAS = (LEARN, PLOTS, OPERATOR, RAY)
+TUNE = Extra("tune", ("optuna",), "optuna for its search; pip install 'rl-scheduler[tune]'")
+EXTRAS = (LEARN, PLOTS, OPERATOR, RAY, TUNE)
 
 
 def needed_extras(args: argparse.Namespace) -> list[Extra]:
@@ -62,6 +63,7 @@ def needed_extras(args: argparse.Namespace) -> list[Extra]:
         "train": [LEARN, *ray],
         "evaluate": [LEARN, *plots, *ray],
         "simulate": [*plots, *learned, *ray],
+        "tune": [LEARN, TUNE, *ray],
     }.get(args.command, [])
 
 

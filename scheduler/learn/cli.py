@@ -1,4 +1,4 @@
-"""``rl-scheduler train`` and ``rl-scheduler evaluate``.
+"""``rl-scheduler train``, ``rl-scheduler tune`` and ``rl-scheduler evaluate``.
 
 ``train`` runs one stage (``train imitation|es|ppo``) or the pipeline (imitation of
 the ``fgd-reserve`` teacher, then evolution strategies on the saturated allocation).
@@ -25,7 +25,15 @@ from tqdm import tqdm
 from scheduler.cli_values import COUNT, existing_dir, named_by, number, parse_seeds
 from scheduler.learn.ablation import NETWORK_OFF
 from scheduler.learn.args import add_dataclass_arguments, from_namespace
-from scheduler.learn.options import DqnArgs, EsArgs, ImitationArgs, PipelineArgs, PpoArgs, RolloutArgs
+from scheduler.learn.options import (
+    DqnArgs,
+    EsArgs,
+    ImitationArgs,
+    PipelineArgs,
+    PpoArgs,
+    RolloutArgs,
+    TuneArgs,
+)
 from scheduler.plugins.profiles import profile_names
 from scheduler.policy.config import PER_NODE_KINDS
 from scheduler.sim import paired, report
@@ -108,6 +116,12 @@ def register(commands: Any) -> None:
         stage.set_defaults(handler=_train, args_class=cls)
     train.set_defaults(handler=_train, args_class=None)
 
+    tune: argparse.ArgumentParser = commands.add_parser(
+        "tune", help="search ES's hyperparameters with Optuna", description=TuneArgs.__doc__
+    )
+    add_dataclass_arguments(tune, TuneArgs)
+    tune.set_defaults(handler=_tune)
+
     evaluate: argparse.ArgumentParser = commands.add_parser(
         "evaluate",
         help="replay a checkpoint against the baselines",
@@ -168,6 +182,15 @@ def _train(args: argparse.Namespace) -> int:
         folder = stage.main(options)
     minutes = (time.time() - started) / 60
     print(f"wrote {folder} ({minutes:.1f} min)")
+    return 0
+
+
+def _tune(args: argparse.Namespace) -> int:
+    from scheduler.learn import tune  # noqa: PLC0415 - optuna and torch load only here
+
+    started = time.time()
+    tune.main(from_namespace(TuneArgs, args))
+    print(f"({(time.time() - started) / 60:.1f} min)")
     return 0
 
 

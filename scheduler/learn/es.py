@@ -91,13 +91,18 @@ def _init_worker(checkpoint: str) -> None:
     _WORKER["model"] = load_checkpoint(Path(checkpoint)).model
 
 
+def episode_fitness(model: NodeScorer, spec: EpisodeSpec) -> float:
+    """The fitness: ``model``'s saturation allocation on the episode ``spec``."""
+    episode = make_episode(spec)
+    profile = model_profile(GnnScore(numpy_scorer(model), episode.typical))
+    return run_episode(episode, profile).saturation_allocation()
+
+
 def _fitness(task: tuple[FloatArray, EpisodeSpec]) -> float:
     vector, spec = task
     model: NodeScorer = _WORKER["model"]
     set_vector(model, vector)
-    episode = make_episode(spec)
-    profile = model_profile(GnnScore(numpy_scorer(model), episode.typical))
-    return run_episode(episode, profile).saturation_allocation()
+    return episode_fitness(model, spec)
 
 
 def hidden_activation_std(
@@ -150,12 +155,13 @@ def centered_ranks(values: FloatArray) -> FloatArray:
     return ranks / max(values.size - 1, 1) - 0.5
 
 
-def main(args: EsArgs) -> Path:
-    """Run ES from ``args.init``; returns the checkpoint folder."""
+def main(args: EsArgs, log_dir: Path | None = None) -> Path:
+    """Run ES from ``args.init``; returns the checkpoint folder. TensorBoard logs go to
+    ``log_dir`` (default ``args.out / "tensorboard"``)."""
     started = time.time()
     rng = np.random.default_rng(args.seed)
     torch.set_num_threads(1)
-    writer = SummaryWriter(str(args.out / "tensorboard"))
+    writer = SummaryWriter(str(log_dir or args.out / "tensorboard"))
     init = load_checkpoint(args.init)
     model = init.model
     theta = get_vector(model)
