@@ -20,7 +20,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[operator,learn,dev]'
+	$(BIN)/python -m pip install --quiet -e '.[operator,learn,ray,tune,dev]'
 	touch $@
 
 setup: $(VENV)/.installed

@@ -45,11 +45,12 @@ OPERATOR = Extra(
     ("kopf", "kubernetes", "prometheus_client", "aiohttp", "safetensors"),
     "the scheduler's extras (kopf, kubernetes, safetensors); pip install 'rl-scheduler[operator]'",
 )
-EXTRAS = (LEARN, PLOTS, OPERATOR)
-# The t-intervals of paired differences over seeds (``sim.paired``): scipy, of the learn extra.
 STATS = Extra(
     "learn", ("scipy",), "scipy for its paired t-intervals; pip install scipy or 'rl-scheduler[learn]'"
 )
+RAY = Extra("ray", ("ray",), "ray for --ray-address; pip install 'rl-scheduler[ray]'")
+TUNE = Extra("tune", ("optuna",), "optuna for its search; pip install 'rl-scheduler[tune]'")
+EXTRAS = (LEARN, PLOTS, OPERATOR, RAY, TUNE)
 
 
 def needed_extras(args: argparse.Namespace) -> list[Extra]:
@@ -60,13 +61,15 @@ def needed_extras(args: argparse.Namespace) -> list[Extra]:
         args.command
     )
     learned = [OPERATOR] if replayed is not None and sim_cli.LEARNED in replayed(args) else []
+    ray = [RAY] if getattr(args, "ray_address", None) is not None else []
     return {
         "run": [OPERATOR],
         "trainer": [LEARN, OPERATOR],
-        "train": [LEARN],
-        "evaluate": [LEARN, *plots],
-        "simulate": [*plots, *learned],
+        "train": [LEARN, *ray],
+        "evaluate": [LEARN, *plots, *ray],
+        "simulate": [*plots, *learned, *ray],
         "timeline": [PLOTS, *learned, *([STATS] if len(getattr(args, "seeds", ())) > 1 else [])],
+        "tune": [LEARN, TUNE, *ray],
     }.get(args.command, [])
 
 

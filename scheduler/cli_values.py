@@ -4,8 +4,8 @@
 unknown choice or a missing argument ends the command with exit status 2 and one line
 on stderr naming the command and the option (``rl-scheduler simulate: error: argument
 --seeds: ...``), no usage block and no traceback. The value types here
-(``number``, ``parse_seeds``, ``existing_file``, ``named_by``) turn text into values or
-refuse it with the reason; a ``Range`` or a ``Check`` in a dataclass field's
+(``number``, ``parse_seeds``, ``existing_file``, ``named_by``, ``ray_address``) turn text
+into values or refuse it with the reason; a ``Range`` or a ``Check`` in a dataclass field's
 ``Annotated`` type gives the training options the same checks (``learn.args``).
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import socket
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ Number = TypeVar("Number", int, float)
 
 # Seeds go to Go's math/rand (an int64 in the FGD simulator), numpy and torch.
 MAX_SEED = 2**63 - 1
+# How long a Ray address is given to answer before the command refuses it.
+RAY_PROBE_S = 5.0
 # Seeds in one command: ten thousand replays per policy is far past any study's need,
 # and a range such as 0-99999999999 would otherwise fill memory before the first one.
 MAX_SEEDS = 10_000
@@ -219,3 +222,22 @@ def existing_file(text: str) -> Path:
     if not path.is_file():
         raise argparse.ArgumentTypeError(f"{text}: not a file")
     return path
+
+
+def ray_address(text: str) -> str:
+    """A Ray cluster to run on, as ``ray.init(address=...)`` takes it: ``auto`` (the
+    cluster RAY_ADDRESS names, or the one ``ray start`` started on this machine),
+    ``HOST:PORT`` or ``ray://HOST:PORT`` (Ray Client). A HOST:PORT where nothing answers
+    is refused here, since ``ray.init`` would wait for it for minutes."""
+    if text == "auto":
+        return text
+    host, colon, port = text.removeprefix("ray://").rpartition(":")
+    if not colon or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected auto, HOST:PORT or ray://HOST:PORT")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=RAY_PROBE_S):
+            pass
+    except OSError as error:
+        reason = error.strerror or str(error) or type(error).__name__
+        raise argparse.ArgumentTypeError(f"{text}: no Ray cluster answers there ({reason})") from None
+    return text

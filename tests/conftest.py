@@ -1,4 +1,5 @@
-"""Shared fixtures. `dev_cluster` brings up the local control plane once per session.
+"""Shared fixtures. `dev_cluster` brings up the local control plane once per session;
+`ray_cluster` a local Ray cluster.
 
 Tests that need it carry `@pytest.mark.cluster` (which pulls the fixture in) or ask
 for `dev_cluster` directly. The fixture fails the test, loudly, when the cluster
@@ -47,3 +48,17 @@ def dev_cluster(request: pytest.FixtureRequest) -> Iterator[DevCluster]:
     finally:
         if os.environ.get("RL_DEVCLUSTER_KEEP") != "1":
             cluster.down(name)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[str]:
+    """A local Ray cluster (``ray start --head``, 2 CPUs; ``tests/ray_cluster.py``) for
+    the session: its address. Like the control plane, it fails the test, never skips
+    it, when it cannot start."""
+    from tests import ray_cluster as local_ray  # noqa: PLC0415
+
+    cluster = local_ray.start()
+    try:
+        yield cluster.address
+    finally:
+        local_ray.stop(cluster)

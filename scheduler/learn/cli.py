@@ -1,4 +1,4 @@
-"""``rl-scheduler train`` and ``rl-scheduler evaluate``.
+"""``rl-scheduler train``, ``rl-scheduler tune`` and ``rl-scheduler evaluate``.
 
 ``train`` runs one stage (``train imitation|es|ppo``) or the pipeline (imitation of
 the ``fgd-reserve`` teacher, then evolution strategies on the saturated allocation).
@@ -25,12 +25,20 @@ from tqdm import tqdm
 from scheduler.cli_values import COUNT, existing_dir, named_by, number, parse_seeds
 from scheduler.learn.ablation import NETWORK_OFF
 from scheduler.learn.args import add_dataclass_arguments, from_namespace
-from scheduler.learn.options import DqnArgs, EsArgs, ImitationArgs, PipelineArgs, PpoArgs, RolloutArgs
+from scheduler.learn.options import (
+    DqnArgs,
+    EsArgs,
+    ImitationArgs,
+    PipelineArgs,
+    PpoArgs,
+    RolloutArgs,
+    TuneArgs,
+)
 from scheduler.plugins.profiles import profile_names
 from scheduler.policy.config import PER_NODE_KINDS
 from scheduler.sim import paired, report
 from scheduler.sim.catalog import DEFAULT_NODE_LIST, node_list_path, pod_list_path
-from scheduler.sim.cli import FGD_BASELINES, _advance, print_issues
+from scheduler.sim.cli import FGD_BASELINES, _advance, add_ray_address, print_issues
 
 LEARNED = "gnn"
 TEACHER = "fgd-reserve"
@@ -67,6 +75,7 @@ def run_pipeline(args: PipelineArgs) -> Path:
             pairs=args.es_pairs,
             seed=args.seed,
             workers=args.workers,
+            ray_address=args.ray_address,
             time_limit_s=remaining,
             out=args.out / "es",
             quiet=args.quiet,
@@ -79,7 +88,7 @@ def run_pipeline(args: PipelineArgs) -> Path:
     manifest["training"]["pipeline_command"] = "rl-scheduler train pipeline " + " ".join(
         f"--{k.replace('_', '-')} {','.join(map(str, v)) if isinstance(v, tuple) else v}"
         for k, v in vars(args).items()
-        if k not in ("quiet",)
+        if k not in ("quiet",) and v is not None
     )
     (target / "model.safetensors").write_bytes((final / "model.safetensors").read_bytes())
     (target / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
@@ -106,6 +115,12 @@ def register(commands: Any) -> None:
         add_dataclass_arguments(stage, cls)
         stage.set_defaults(handler=_train, args_class=cls)
     train.set_defaults(handler=_train, args_class=None)
+
+    tune: argparse.ArgumentParser = commands.add_parser(
+        "tune", help="search ES's hyperparameters with Optuna", description=TuneArgs.__doc__
+    )
+    add_dataclass_arguments(tune, TuneArgs)
+    tune.set_defaults(handler=_tune)
 
     evaluate: argparse.ArgumentParser = commands.add_parser(
         "evaluate",
@@ -142,6 +157,7 @@ def register(commands: Any) -> None:
     evaluate.add_argument(
         "--workers", type=number(int, COUNT), default=os.cpu_count() or 1, help="parallel processes"
     )
+    add_ray_address(evaluate, "replays")
     evaluate.add_argument("--out", type=Path, default=Path("runs/evaluate"), help="folder for the outputs")
     evaluate.add_argument(
         "--record", action="store_true", help="write the results into the checkpoint's manifest.json"
@@ -169,6 +185,15 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tune(args: argparse.Namespace) -> int:
+    from scheduler.learn import tune  # noqa: PLC0415 - optuna and torch load only here
+
+    started = time.time()
+    tune.main(from_namespace(TuneArgs, args))
+    print(f"({(time.time() - started) / 60:.1f} min)")
+    return 0
+
+
 def _evaluate(args: argparse.Namespace) -> int:
     from scheduler.learn import evaluate as evaluation  # noqa: PLC0415
     from scheduler.learn.ablation import write_network_off  # noqa: PLC0415
@@ -190,7 +215,12 @@ def _evaluate(args: argparse.Namespace) -> int:
         if args.synthetic:
             policies = [p for p in policies if p not in FGD_BASELINES]  # they need GPUs
             _, summary = evaluation.evaluate_synthetic(
-                policies, args.seeds, checkpoints, args.workers, on_pods=_advance(bar)
+                policies,
+                args.seeds,
+                checkpoints,
+                args.workers,
+                on_pods=_advance(bar),
+                ray_address=args.ray_address,
             )
             # No FGD without GPUs: the named baselines (MostAllocated, kube's default) instead.
             compared = [p for p in policies if p != LEARNED]
@@ -203,7 +233,14 @@ def _evaluate(args: argparse.Namespace) -> int:
         else:
             traces = args.trace or ["default"]
             results, summary = evaluation.evaluate_traces(
-                traces, policies, args.seeds, checkpoints, args.workers, _advance(bar), args.nodes
+                traces,
+                policies,
+                args.seeds,
+                checkpoints,
+                args.workers,
+                _advance(bar),
+                args.nodes,
+                args.ray_address,
             )
             print_issues(results)
             by_trace = paired.paired_traces(summary, LEARNED, compared)

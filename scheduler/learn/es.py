@@ -10,12 +10,13 @@ and moves the parameters along the ranked, antithetic estimate of its gradient.
 What moves: the reserve term (base, pressure slope, three pod-kind offsets, price per
 core) and the head's last layer, each perturbed on its own scale. The GNN and the
 head's hidden layer stay as imitation left them. Every member of a generation plays
-the same episodes (common random numbers); episodes change every generation.
+the same episodes (common random numbers); episodes change every generation. Members play
+in local processes, or on a Ray cluster with ``--ray-address`` (the same numbers: the
+noise and the episodes are drawn here, each task is a parameter vector and an episode).
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from tqdm import tqdm
 from scheduler.learn.episode import EpisodeSpec, make_episode, run_episode
 from scheduler.learn.options import EsArgs
 from scheduler.objects.pod import Pod
+from scheduler.parallel import Workers, task_pool
 from scheduler.policy.checkpoint import Manifest, load_checkpoint, save_checkpoint
 from scheduler.policy.model import NodeScorer, numpy_scorer
 from scheduler.policy.plugin import GnnScore, model_profile
@@ -89,13 +91,18 @@ def _init_worker(checkpoint: str) -> None:
     _WORKER["model"] = load_checkpoint(Path(checkpoint)).model
 
 
+def episode_fitness(model: NodeScorer, spec: EpisodeSpec) -> float:
+    """The fitness: ``model``'s saturation allocation on the episode ``spec``."""
+    episode = make_episode(spec)
+    profile = model_profile(GnnScore(numpy_scorer(model), episode.typical))
+    return run_episode(episode, profile).saturation_allocation()
+
+
 def _fitness(task: tuple[FloatArray, EpisodeSpec]) -> float:
     vector, spec = task
     model: NodeScorer = _WORKER["model"]
     set_vector(model, vector)
-    episode = make_episode(spec)
-    profile = model_profile(GnnScore(numpy_scorer(model), episode.typical))
-    return run_episode(episode, profile).saturation_allocation()
+    return episode_fitness(model, spec)
 
 
 def hidden_activation_std(
@@ -148,12 +155,13 @@ def centered_ranks(values: FloatArray) -> FloatArray:
     return ranks / max(values.size - 1, 1) - 0.5
 
 
-def main(args: EsArgs) -> Path:
-    """Run ES from ``args.init``; returns the checkpoint folder."""
+def main(args: EsArgs, log_dir: Path | None = None) -> Path:
+    """Run ES from ``args.init``; returns the checkpoint folder. TensorBoard logs go to
+    ``log_dir`` (default ``args.out / "tensorboard"``)."""
     started = time.time()
     rng = np.random.default_rng(args.seed)
     torch.set_num_threads(1)
-    writer = SummaryWriter(str(args.out / "tensorboard"))
+    writer = SummaryWriter(str(log_dir or args.out / "tensorboard"))
     init = load_checkpoint(args.init)
     model = init.model
     theta = get_vector(model)
@@ -162,14 +170,11 @@ def main(args: EsArgs) -> Path:
     optimizer = Adam(args.learning_rate)
     history: list[dict[str, Any]] = []
 
-    pool: Any = None
-    if args.workers > 1:
-        context = multiprocessing.get_context("spawn")
-        pool = context.Pool(args.workers, initializer=_init_worker, initargs=(str(args.init),))
-    else:
-        _init_worker(str(args.init))
-    evaluate = pool.map if pool is not None else lambda f, xs: [f(x) for x in xs]
-    with tqdm(total=args.generations, desc="ES generations", disable=args.quiet) as bar:
+    workers = Workers(args.workers, args.ray_address)
+    with (
+        task_pool(workers, _init_worker, (str(args.init.resolve()),)) as pool,
+        tqdm(total=args.generations, desc="ES generations", disable=args.quiet) as bar,
+    ):
         for generation in range(args.generations):
             specs = [
                 EpisodeSpec(trace, int(rng.integers(1_000_000)), args.node_fraction)
@@ -179,7 +184,7 @@ def main(args: EsArgs) -> Path:
             noise = rng.standard_normal((args.pairs, theta.size))
             members = [theta + sign * args.sigma * scale * eps for eps in noise for sign in (1.0, -1.0)]
             tasks = [(member, spec) for member in [theta, *members] for spec in specs]
-            fitness = np.array(evaluate(_fitness, tasks)).reshape(len(members) + 1, len(specs))
+            fitness = np.array(pool.map(_fitness, tasks)).reshape(len(members) + 1, len(specs))
             center, population = fitness[0], fitness[1:]
             # Rank per episode, so a hard episode does not drown an easy one.
             ranked = np.mean([centered_ranks(population[:, j]) for j in range(len(specs))], axis=0)
@@ -207,9 +212,6 @@ def main(args: EsArgs) -> Path:
             bar.update(1)
             if args.time_limit_s and time.time() - started > args.time_limit_s:
                 break
-    if pool is not None:
-        pool.close()
-        pool.join()
     set_vector(model, theta)
     seconds = time.time() - started
     writer.close()

@@ -89,9 +89,10 @@ def evaluate_traces(
     workers: int,
     on_pods: Callable[[int], None] | None = None,
     nodes: str = DEFAULT_NODE_LIST,
+    ray_address: str | None = None,
 ) -> tuple[list[RunResult], dict[str, Any]]:
     specs = trace_specs(traces, policies, seeds, checkpoints, nodes)
-    results = run_sweep(specs, run_policy_trace, workers, on_pods=on_pods)
+    results = run_sweep(specs, run_policy_trace, workers, on_pods, ray_address)
     return results, report.summarise(results)
 
 
@@ -104,6 +105,7 @@ def evaluate_synthetic(
     pods: int = 4000,
     load: float = 1.1,
     on_pods: Callable[[int], None] | None = None,
+    ray_address: str | None = None,
 ) -> tuple[list[SyntheticResult], dict[str, Any]]:
     specs = [
         SyntheticSpec(
@@ -117,7 +119,7 @@ def evaluate_synthetic(
         for policy in policies
         for seed in seeds
     ]
-    results = run_sweep(specs, run_policy_synthetic, workers, on_pods=on_pods)
+    results = run_sweep(specs, run_policy_synthetic, workers, on_pods, ray_address)
     return results, report.summarise_synthetic(results)
 
 

@@ -21,7 +21,9 @@ from scheduler.cli_values import (
     existing_dir,
     named_by,
     numbers,
+    ray_address,
 )
+from scheduler.learn.tune_space import SearchSpace, space_file
 from scheduler.policy.config import ScorerKind
 from scheduler.sim.catalog import pod_list_path
 
@@ -29,6 +31,8 @@ from scheduler.sim.catalog import pod_list_path
 Traces = Annotated[tuple[str, ...], Check(named_by(pod_list_path))]
 # A checkpoint folder that must exist.
 CheckpointDir = Annotated[Path, Check(existing_dir)]
+# A Ray cluster's address, or None for local processes.
+RayAddress = Annotated[str | None, Check(ray_address)]
 # ES perturbation scales of the reserve term's six parameters, in their order.
 ReserveScales = Annotated[tuple[float, ...], Check(numbers(float, 6, NON_NEGATIVE), each=False)]
 
@@ -95,6 +99,9 @@ class EsArgs:
     """seeds numpy and the episodes"""
     workers: Count = 2
     """parallel processes"""
+    ray_address: RayAddress = None
+    """play the members on the Ray cluster at this address (auto, HOST:PORT or ray://HOST:PORT) instead
+    of --workers local processes; the same numbers"""
     time_limit_s: NonNegative = 0.0
     """stop after this many seconds (0: no limit); the checkpoint is saved either way"""
     out: Path = Path("runs/es")
@@ -247,9 +254,54 @@ class PipelineArgs:
     """ES stops once the whole run has taken this long (the budget is two hours)"""
     workers: Count = 2
     """parallel processes for ES"""
+    ray_address: RayAddress = None
+    """play ES's members on the Ray cluster at this address instead of --workers local processes"""
     seed: Seed = 1
     """seeds every stage"""
     out: Path = Path("runs/train")
     """folder for both stages' logs; the final checkpoint goes to out/checkpoint"""
     quiet: bool = False
     """no progress bars"""
+
+
+@dataclass
+class TuneArgs:
+    """``rl-scheduler tune``: Optuna searches ES's hyperparameters. Each trial runs ES
+    from the initial checkpoint with the trial's values, then scores the checkpoint it
+    trained on held-out episodes (seeds ES never draws) by ES's own fitness, the mean GPU
+    allocation at saturation; the best trial's checkpoint is kept. Trials run --parallel
+    at a time, in local processes or on a Ray cluster (--ray-address). The defaults are
+    a small budget for a 2-core machine; more --trials, --generations and --node-fraction
+    (and a cluster) search further."""
+
+    init: Annotated[Path | None, Check(existing_dir)] = None
+    """checkpoint every trial starts from; the shipped one if unset"""
+    traces: Traces = ("default", "cpu300")
+    """openb traces of the training and the held-out episodes"""
+    node_fraction: Fraction = 0.1
+    """share of the cluster's nodes in each episode (stratified sample)"""
+    generations: Count = 3
+    """ES generations per trial"""
+    pairs: Count = 3
+    """antithetic pairs per generation, unless the space tunes pairs"""
+    episodes_per_trace: Count = 1
+    """ES episodes per trace per generation"""
+    held_out_episodes: Count = 2
+    """held-out episodes per trace the trained checkpoint is scored on (seeds 1000000 and up)"""
+    space: Annotated[SearchSpace | None, Check(space_file)] = None
+    """YAML or JSON file of the search space, per parameter {low, high, log} or {choices}; tunable: sigma,
+    learning_rate, head_scale, reserve_scale_multiplier, pairs. Unset: sigma 0.25-2 (log), learning_rate
+    0.05-1 (log), head_scale 0-0.5, reserve_scale_multiplier 0.25-4 (log)"""
+    trials: Count = 8
+    """trials in all"""
+    parallel: Count = 2
+    """trials at once (Optuna suggests them in batches of this many)"""
+    seed: Seed = 1
+    """seeds Optuna's sampler (the same seed, the same suggestions) and every trial's ES"""
+    ray_address: RayAddress = None
+    """run the trials on the Ray cluster at this address (auto, HOST:PORT or ray://HOST:PORT) instead of
+    local processes"""
+    out: Path = Path("runs/tune")
+    """folder for best.json, the best checkpoint (out/checkpoint), optuna.journal, trials/ and tensorboard/"""
+    quiet: bool = False
+    """no progress bar"""

@@ -1,5 +1,6 @@
 """``rl-scheduler simulate``: replay traces or a synthetic workload under several
-policies and seeds, print the comparison, write ``summary.json`` and a plot."""
+policies and seeds (in local processes, or on a Ray cluster with ``--ray-address``),
+print the comparison, write ``summary.json`` and a plot."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any, Protocol
 
 from tqdm import tqdm
 
-from scheduler.cli_values import COUNT, NON_NEGATIVE, POSITIVE, named_by, number, parse_seeds
+from scheduler.cli_values import COUNT, NON_NEGATIVE, POSITIVE, named_by, number, parse_seeds, ray_address
 from scheduler.plugins.profiles import profile_names
 from scheduler.sim import report
 from scheduler.sim.catalog import DEFAULT_NODE_LIST, node_list_path, pod_list_path
@@ -53,6 +54,17 @@ def _advance(bar: tqdm[Any]) -> Callable[[int], None]:
         bar.update(pods)
 
     return advance
+
+
+def add_ray_address(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--ray-address",
+        type=ray_address,
+        default=None,
+        metavar="ADDRESS",
+        help=f"run the {what} on the Ray cluster at ADDRESS (auto, HOST:PORT or ray://HOST:PORT; "
+        "its nodes need rl-scheduler and the files named here) instead of --workers local processes",
+    )
 
 
 def register(commands: Any) -> None:
@@ -115,6 +127,7 @@ def register(commands: Any) -> None:
     parser.add_argument(
         "--workers", type=number(int, COUNT), default=os.cpu_count() or 1, help="parallel processes"
     )
+    add_ray_address(parser, "replays")
     parser.add_argument(
         "--out", type=Path, default=Path("runs/simulate"), help="folder for summary.json and curves.png"
     )
@@ -131,7 +144,7 @@ def simulate(args: argparse.Namespace) -> int:
         traces, policies, args.seeds, nodes=args.nodes, tune=args.tune, node_order_draws=args.node_order_draws
     )
     with tqdm(total=None, unit="pod", disable=args.quiet, desc=f"{len(specs)} replays") as bar:
-        results = run_sweep(specs, run_trace, args.workers, on_pods=_advance(bar))
+        results = run_sweep(specs, run_trace, args.workers, _advance(bar), args.ray_address)
     print_issues(results)
     summary = report.summarise(results)
     print(report.table(summary))
@@ -150,7 +163,7 @@ def _simulate_synthetic(args: argparse.Namespace, policies: list[str]) -> int:
         for s in args.seeds
     ]
     with tqdm(total=len(specs) * args.synthetic_pods, unit="pod", disable=args.quiet) as bar:
-        results = run_sweep(specs, run_synthetic_spec, args.workers, on_pods=_advance(bar))
+        results = run_sweep(specs, run_synthetic_spec, args.workers, _advance(bar), args.ray_address)
     summary = report.summarise_synthetic(results)
     print(report.synthetic_table(summary))
     report.write_summary(summary, args.out / "summary.json")

@@ -1,14 +1,14 @@
 """Run many replays (traces or synthetic workloads, x policies x seeds) in parallel
-processes, reporting progress in pods."""
+processes or on a Ray cluster (``scheduler.parallel``), reporting progress in pods."""
 
 from __future__ import annotations
 
-import multiprocessing
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
+from scheduler.parallel import Report, Workers, task_pool
 from scheduler.sim.curves import Curves, curves
 from scheduler.sim.replay import ReplaySpec, replay
 from scheduler.sim.synthetic import SyntheticResult, SyntheticSpec, run_synthetic
@@ -57,8 +57,8 @@ class _Progress:
             self.reported = done
 
 
-def _in_worker(runner: Callable[[Spec, Progress], Result], spec: Spec, queue: Any) -> Result:
-    return runner(spec, _Progress(queue.put))
+def _reporting(runner: Callable[[Spec, Progress], Result], spec: Spec, report: Report) -> Result:
+    return runner(spec, _Progress(report))
 
 
 def expand(
@@ -72,25 +72,11 @@ def run_sweep(
     runner: Callable[[Spec, Progress], Result],
     workers: int,
     on_pods: Callable[[int], None] | None = None,
+    ray_address: str | None = None,
 ) -> list[Result]:
-    """``runner`` over ``specs`` in up to ``workers`` processes; results in spec order.
-    ``runner`` must be a module-level function (it is sent to the workers)."""
-    if workers <= 1 or len(specs) <= 1:
-        return [runner(spec, _Progress(on_pods)) for spec in specs]
-    context = multiprocessing.get_context("spawn")  # no fork of a process that may hold torch threads
-    with context.Manager() as manager, ProcessPoolExecutor(workers, mp_context=context) as pool:
-        queue = manager.Queue()
-        futures: dict[Future[Result], int] = {
-            pool.submit(_in_worker, runner, spec, queue): i for i, spec in enumerate(specs)
-        }
-        ordered: dict[int, Result] = {}
-        pending = set(futures)
-        while pending:
-            finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-            while not queue.empty():
-                count = queue.get()
-                if on_pods is not None:
-                    on_pods(count)
-            for future in finished:
-                ordered[futures[future]] = future.result()
-        return [ordered[i] for i in range(len(specs))]
+    """``runner`` over ``specs`` in up to ``workers`` processes, or on the Ray cluster at
+    ``ray_address``; results in spec order. ``runner`` must be a module-level function
+    (it is sent to the workers)."""
+    where = Workers(workers if len(specs) > 1 else 1, ray_address)
+    with task_pool(where) as pool:
+        return pool.map_reporting(partial(_reporting, runner), specs, on_pods)

@@ -193,7 +193,7 @@ decision = schedule_pod(state, pods[1], profile, np.random.default_rng(0))
 assert decision.scheduled, decision
 import scheduler.cli
 import scheduler.k8s.operator
-heavy = sorted(m for m in ("torch", "torch_geometric", "matplotlib") if m in sys.modules)
+heavy = sorted(m for m in ("torch", "torch_geometric", "matplotlib", "ray", "optuna") if m in sys.modules)
 print("scheduled on", decision.node, "heavy modules:", heavy)
 """
 
@@ -257,6 +257,24 @@ LEARN_LINE = (
             "rl-scheduler timeline: needs scipy for its paired t-intervals; pip install scipy or "
             "'rl-scheduler[learn]'",
             id="timeline over seeds without scipy",
+        ),
+        pytest.param(
+            ["simulate", "--policy", "fgd", "--ray-address", "auto"],
+            ("ray",),
+            "rl-scheduler simulate: needs ray for --ray-address; pip install 'rl-scheduler[ray]'",
+            id="simulate --ray-address without ray",
+        ),
+        pytest.param(
+            ["train", "es", "--ray-address", "auto"],
+            ("ray",),
+            "rl-scheduler train: needs ray for --ray-address; pip install 'rl-scheduler[ray]'",
+            id="train es --ray-address without ray",
+        ),
+        pytest.param(
+            ["tune"],
+            ("optuna",),
+            "rl-scheduler tune: needs optuna for its search; pip install 'rl-scheduler[tune]'",
+            id="tune without optuna",
         ),
     ],
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -14,6 +15,7 @@ from scheduler.learn.torch_score import torch_profile
 from scheduler.plugins.registry import ProfileContext
 from scheduler.policy.checkpoint import load_checkpoint
 from scheduler.policy.config import ScorerKind
+from scheduler.policy.weights import default_checkpoint_path
 from tests.policy.test_plugin import write_trace
 
 
@@ -145,3 +147,31 @@ def test_dqn_trains_and_evaluates_each_kind(tmp_path: Path, kind: ScorerKind) ->
 def test_dqn_exploration_decays_linearly_then_holds(step: int, wanted: float) -> None:
     args = DqnArgs(total_steps=200, start_e=1.0, end_e=0.05, exploration_fraction=0.5)
     assert dqn.epsilon(args, step) == pytest.approx(wanted)
+
+
+@pytest.mark.slow
+def test_es_on_ray_trains_the_checkpoint_local_processes_train(tmp_path: Path, ray_cluster: str) -> None:
+    """A tiny ES generation with its members on a local Ray cluster: the same parameter
+    vector, bit for bit, and the same fitness history as with two local processes."""
+    pods, _ = write_trace(tmp_path)
+    trained = {}
+    for name, where in (("local", {"workers": 2}), ("ray", {"ray_address": ray_cluster})):
+        args = EsArgs(
+            init=default_checkpoint_path(),
+            traces=(str(pods),),
+            node_fraction=0.02,
+            generations=2,
+            pairs=2,
+            out=tmp_path / name,
+            quiet=True,
+            **where,  # type: ignore[arg-type]
+        )
+        trained[name] = load_checkpoint(es.main(args))
+    local, on_ray = trained["local"], trained["ray"]
+    assert np.array_equal(es.get_vector(on_ray.model), es.get_vector(local.model))
+    assert not np.array_equal(es.get_vector(local.model), es.get_vector(load_checkpoint().model))  # it moved
+    history = [
+        [{k: v for k, v in g.items() if k != "seconds"} for g in c.manifest["training"]["history"]]
+        for c in (local, on_ray)
+    ]
+    assert history[0] == history[1]

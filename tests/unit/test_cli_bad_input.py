@@ -211,6 +211,33 @@ ROWS = [
         _line("trainer", "--metrics-port", "must be at most 65535, got 70000"),
     ),
     (["trainer", "--window", "0"], _line("trainer", "--window", "must be at least 1, got 0")),
+    # tune: its budget, its search space file
+    (["tune", "--trials", "0"], _line("tune", "--trials", "must be at least 1, got 0")),
+    (["tune", "--parallel", "0"], _line("tune", "--parallel", "must be at least 1, got 0")),
+    (["tune", "--held-out-episodes", "0"], _line("tune", "--held-out-episodes", "must be at least 1, got 0")),
+    (["tune", "--seed", "-1"], _line("tune", "--seed", "must be at least 0, got -1")),
+    (
+        ["tune", "--space", "{tmp}/absent.yaml"],
+        _line("tune", "--space", "{tmp}/absent.yaml: file: cannot read: No such file or directory"),
+    ),
+    (["tune", "--space", "{tmp}"], _line("tune", "--space", "{tmp}: file: cannot read: Is a directory")),
+    # a Ray cluster's address: its shape, and something answering there (ray.init would wait)
+    (
+        ["simulate", "--ray-address", "nonsense"],
+        _line("simulate", "--ray-address", "'nonsense': expected auto, HOST:PORT or ray://HOST:PORT"),
+    ),
+    (
+        ["train", "es", "--ray-address", "head:port"],
+        _line("train es", "--ray-address", "'head:port': expected auto, HOST:PORT or ray://HOST:PORT"),
+    ),
+    (
+        ["tune", "--ray-address", "ray://:10001"],
+        _line("tune", "--ray-address", "'ray://:10001': expected auto, HOST:PORT or ray://HOST:PORT"),
+    ),
+    (
+        ["evaluate", "--ray-address", "127.0.0.1:1"],
+        _line("evaluate", "--ray-address", "127.0.0.1:1: no Ray cluster answers there (Connection refused)"),
+    ),
     # no command, no action, unknown stage
     ([], "rl-scheduler: error: the following arguments are required: COMMAND"),
     (["policy"], "rl-scheduler policy: error: the following arguments are required: ACTION"),
@@ -367,6 +394,30 @@ def test_the_installed_command_exits_2_with_the_line(argv: list[str], line: str)
         check=False,
     )
     assert (done.returncode, done.stdout, done.stderr.splitlines()) == (2, "", [line])
+
+
+# (the search space file's text, the problem after "argument --space: <file>: ")
+SPACE_FILES = [
+    ("sigma: {low: 2, high: 1}\n", "sigma: low (2) must be below high (1); a fixed value is choices: [2]"),
+    (
+        "momentum: {low: 0, high: 1}\n",
+        "momentum: not a tunable parameter (tunable: head_scale, learning_rate, ",
+    ),
+    ('{"pairs": {"low": 1.5, "high": 4}}\n', "pairs: low: expected an integer, got 1.5"),
+    ("sigma: {low: 1, high: 2\n", "content: not YAML or JSON (line 2)"),
+    ("", "content: expected a mapping of parameter: {low, high} or {choices}"),
+]
+
+
+@pytest.mark.parametrize(("text", "problem"), SPACE_FILES, ids=[problem for _, problem in SPACE_FILES])
+def test_a_bad_search_space_file_is_one_line_naming_the_file_and_the_parameter(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, problem: str
+) -> None:
+    space = tmp_path / "space.yaml"
+    space.write_text(text)
+    code = main(["tune", "--space", str(space), "--out", str(tmp_path / "out")])
+    _one_line(capsys, code, _line("tune", "--space", f"{space}: {problem}"))
+    assert not (tmp_path / "out").exists()  # refused before any work
 
 
 def test_help_still_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
