@@ -6,9 +6,14 @@ pays, because room freed later can be waited for.
 
 - Arrivals: pod ``i`` arrives at ``creation_time / k``. ``k`` is chosen so that the
   offered GPU load equals ``load`` x the cluster's GPU capacity (``offered_load``: the
-  time-average over the compressed arrival span of the GPU requested by the pods that
+  time-average over the compressed busy window of the GPU requested by the pods that
   would be alive if each were placed on arrival and stayed its lifetime), by bisection;
-  a spec may fix ``k`` instead (``compression``).
+  a spec may fix ``k`` instead (``compression``). The busy window runs from
+  ``busy_from``, the arrival of the pod at the 1st percentile of arrival order, to the
+  last arrival: the openb pod lists are snapshots, with a few long-lived pods created
+  long before the rest. Those earlier pods are replayed from their own arrival (time 0
+  for the first) and hold their room while they run; they only do not stretch the
+  window that the load and the metrics average over.
 - Lifetimes: ``deletion_time - creation_time``, at least ``MIN_LIFETIME_S``, counted
   from when the pod is placed; then it leaves (``ClusterState.remove``). Lifetimes are
   not compressed.
@@ -53,7 +58,13 @@ from scheduler.framework.profile import Profile, run_filters, schedule_pod
 from scheduler.objects.node import Node
 from scheduler.sim.catalog import DEFAULT_NODE_LIST, node_list_path, pod_list_path
 from scheduler.sim.gorand import GoRand
-from scheduler.sim.offered_load import compression_for_load, most_offered_gpu_milli, offered_gpu_milli
+from scheduler.sim.offered_load import (
+    busy_from,
+    busy_from_index,
+    compression_for_load,
+    most_offered_gpu_milli,
+    offered_gpu_milli,
+)
 from scheduler.sim.replay import gpu_capacity_milli, node_priority_order, seeded_profile, trace_typical_pods
 from scheduler.sim.trace import (
     TimedPod,
@@ -117,16 +128,16 @@ class TimedWorkload:
                 "offered load",
                 "load",
                 f"{load:g} is out of reach: at any compression this trace offers at most {most:.3f} x "
-                f"the cluster's {self.capacity_milli // 1000} GPUs (every pod alive from its arrival "
-                "to the last arrival)",
+                f"the cluster's {self.capacity_milli // 1000} GPUs (every pod alive from its arrival, "
+                "or the busy window's start, to the last arrival)",
             )
         return compression_for_load(creation, lifetime, gpu, load * self.capacity_milli)
 
     def offered_load(self, compression: float) -> float:
-        """The offered GPU load at ``compression``, as a share of capacity; NaN when every
-        pod arrives at one time (no span to average over)."""
+        """The offered GPU load at ``compression``, as a share of capacity; NaN when the
+        busy window is a single instant (no span to average over)."""
         creation = self.creation_s
-        if creation[-1] <= creation[0]:
+        if creation[-1] <= busy_from(creation):
             return math.nan
         offered = offered_gpu_milli(creation, self.lifetime_s, self.gpu_milli, compression)
         return offered / max(self.capacity_milli, 1)
@@ -183,6 +194,12 @@ class TimelineLog:
     @property
     def end_s(self) -> float:
         return float(self.arrival_s[-1]) + self.spec.max_wait_s
+
+    @property
+    def busy_from_s(self) -> float:
+        """When the busy window opens: the arrival of the pod at the 1st percentile of
+        arrival order (``offered_load``)."""
+        return float(self.arrival_s[busy_from_index(self.arrival_s.size)])
 
 
 class _Run:

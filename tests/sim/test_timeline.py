@@ -17,7 +17,7 @@ from scheduler.cli import main
 from scheduler.errors import SchedulerInputError
 from scheduler.framework.profile import Decision, schedule_pod
 from scheduler.sim import timeline
-from scheduler.sim.offered_load import compression_for_load, offered_gpu_milli
+from scheduler.sim.offered_load import busy_from_index, compression_for_load, offered_gpu_milli
 from scheduler.sim.timeline import TimelineLog, TimelineSpec, load_timed_workload, replay_timeline
 from scheduler.sim.timeline_metrics import reduce_log, time_weighted_mean, timeline_metrics
 from scheduler.state.cluster_state import ClusterState
@@ -197,6 +197,39 @@ COMPRESSIONS = [
 ]
 
 
+# A snapshot: pod 0 (1 GPU, lives 1000 s) long before the rest; 99 CPU pods at 1000 (they
+# live 1 s), one of them 0.5 GPU for 100 s, and the last at 2000. 101 pods, so the busy
+# window opens at pod 1's arrival: [1000, 2000], span 1000. Pod 0 counts only inside it:
+# offered(k) = 1000 max(0, min(1000k, 2000) - 1000) / 1000 + 500 min(100k, 1000) / 1000
+# (from the first arrival it would be 1000 min(1000k, 2000) / 2000 + 500 min(100k, 1000) / 2000).
+SNAPSHOT = (
+    [0.0] + [1000.0] * 99 + [2000.0],
+    [1000.0] + [100.0] + [1.0] * 99,
+    [1000.0] + [500.0] + [0.0] * 99,
+)
+COMPRESSIONS += [
+    pytest.param(
+        *SNAPSHOT, 50.0, 1.0, id="snapshot: at k 1 pod 0 ends as the window opens; 500 x 100 / 1000"
+    ),
+    pytest.param(*SNAPSHOT, 575.0, 1.5, id="snapshot: 1000 x 500 / 1000 + 500 x 150 / 1000 at k 1.5"),
+    pytest.param(*SNAPSHOT, 1500.0, 10.0, id="snapshot: pod 0 all window long + 500 x 1000 / 1000, the most"),
+]
+
+
+@pytest.mark.parametrize(
+    ("pods", "index"),
+    [
+        (1, 0),
+        (100, 0),  # floor(99 / 100): the first pod opens the window of 100 pods or fewer
+        (101, 1),  # floor(100 / 100)
+        (201, 2),
+        (8152, 81),  # default: floor(8151 / 100)
+    ],
+)
+def test_the_busy_window_opens_at_the_pod_at_the_first_percentile(pods: int, index: int) -> None:
+    assert busy_from_index(pods) == index
+
+
 @pytest.mark.parametrize(("creation", "lifetime", "gpu", "target", "k"), COMPRESSIONS)
 def test_bisection_finds_the_compression_of_a_load(
     creation: list[float], lifetime: list[float], gpu: list[float], target: float, k: float
@@ -213,7 +246,7 @@ def test_a_load_past_what_the_trace_offers_is_refused_saying_how_much_it_can(tmp
     workload = load_timed_workload(trace, nodes)
     assert workload.compression_for(0.1) == pytest.approx(4.0, rel=1e-9)  # 400 milli
     with pytest.raises(
-        SchedulerInputError, match=r"0\.3 is out of reach: .* at most 0\.250 x the cluster's 4 GPUs"
+        SchedulerInputError, match=r"0\.3 is out of reach: .* at most 0\.250 x the cluster's 4 GPUs \(every"
     ):
         workload.compression_for(0.3)
 
@@ -226,6 +259,24 @@ def test_with_room_for_every_pod_the_headline_is_the_offered_load(tmp_path: Path
     assert log.offered_load == pytest.approx(0.2, rel=1e-9)
     assert np.all(log.wait_s == 0)
     assert timeline_metrics(log).gpu_alloc_mean == pytest.approx(20.0, rel=1e-9)
+
+
+def test_early_pods_run_from_time_zero_but_the_headline_averages_over_the_busy_window(tmp_path: Path) -> None:
+    """Pod 0 (2 GPUs) arrives at 0, long before the 120 others: it is placed at 0 and
+    runs, but the load and the GPU allocated are averaged from pod 1's arrival, where the
+    busy window of 121 pods opens (floor(120 / 100) = 1). With room for every pod the
+    headline is the offered load; averaged from time 0 it would be far less."""
+    pods = [("early", 2, 0, 100_000)]
+    pods += [
+        (f"p{i:03d}", 1 + i % 2, 50_000 + 100 * i, 50_000 + 100 * i + 30 + 70 * (i % 3)) for i in range(120)
+    ]
+    trace, nodes = write_trace(tmp_path, pods, "n1,64000,262144,8,T4\nn2,64000,262144,8,T4\n")
+    log = replay_timeline(TimelineSpec(trace, "fgd", 42, nodes, load=0.4))
+    assert log.busy_from_s == log.arrival_s[1] == 50_000 / log.compression
+    assert (log.arrival_s[0], log.wait_s[0], log.offered_load) == (0.0, 0.0, pytest.approx(0.4, rel=1e-9))
+    assert np.all(log.wait_s == 0)
+    assert timeline_metrics(log).gpu_alloc_mean == pytest.approx(40.0, rel=1e-9)
+    assert reduce_log(log, points=3).curve_s[0] == log.busy_from_s  # the curves start there too
 
 
 @pytest.mark.parametrize(
@@ -356,7 +407,7 @@ def test_the_command_refuses_a_load_out_of_reach_in_one_line(
         "",
         [
             "rl-scheduler timeline: error: argument --load: 0.5 is out of reach: at any compression "
-            "this trace offers at most 0.250 x the cluster's 4 GPUs (every pod alive from its arrival "
-            "to the last arrival)"
+            "this trace offers at most 0.250 x the cluster's 4 GPUs (every pod alive from its arrival, "
+            "or the busy window's start, to the last arrival)"
         ],
     )

@@ -181,7 +181,7 @@ ROWS = [
     (
         ["timeline", "--load", "5", "--policy", "fgd"],  # more than the default trace can ever offer
         _line(
-            "timeline", "--load", "5 is out of reach: at any compression this trace offers at most 0.102 x"
+            "timeline", "--load", "5 is out of reach: at any compression this trace offers at most 0.451 x"
         ),
     ),
     (["timeline", "--max-wait", "-1"], _line("timeline", "--max-wait", "must be at least 0, got -1")),
