@@ -93,13 +93,17 @@ def summarise(results: Sequence[TimelineResult]) -> dict[str, Any]:
             "trace": spec.trace,
             "nodes": spec.nodes,
             "load": spec.load,
+            "node_fraction": spec.node_fraction,
             "compression": first.compression,
-            "offered_load": first.offered_load,
-            "gpus": first.capacity_milli // 1000,
             "pods": first.pods,
             "max_wait_s": spec.max_wait_s,
             "busy_from_s": first.busy_from_s,
             "last_arrival_s": first.last_arrival_s,
+            # each seed's cluster: the GPUs its sample holds and the load offered to them
+            "clusters": {
+                str(r.spec.seed): {"gpus": r.capacity_milli // 1000, "offered_load": r.offered_load}
+                for r in sorted(results, key=lambda r: r.spec.seed)
+            },
         },
         "metric_definitions": DEFINITIONS,
         "policies": policies,
@@ -145,8 +149,9 @@ def plot(results: Sequence[TimelineResult], path: Path) -> None:
         axis.axvline(last_arrival, color="grey", linestyle=":", linewidth=1)
         axis.grid(alpha=0.3)
     spec = results[0].spec
+    share = "" if spec.node_fraction >= 1.0 else f", {spec.node_fraction:g} of the nodes"
     axes[0].set_title(
-        f"{spec.trace}: arrivals compressed {results[0].compression:.0f}x (dotted: last arrival)"
+        f"{spec.trace}{share}: arrivals compressed {results[0].compression:.0f}x (dotted: last arrival)"
     )
     axes[0].set_ylabel("GPU allocated (% of capacity)")
     axes[1].set_ylabel("pods pending")

@@ -321,6 +321,58 @@ def test_the_same_seed_gives_the_same_replay_and_another_seed_another(tmp_path: 
     assert first.placed_on != other.placed_on  # the seed does choose the nodes
 
 
+# Twelve nodes of two shapes, six of each (2 x T4; 4 x V100M16, more CPU and memory).
+TWO_SHAPES = "".join(f"t{i},16000,65536,2,T4\n" for i in range(6)) + "".join(
+    f"v{i},32000,131072,4,V100M16\n" for i in range(6)
+)
+ALL_NODES = [f"t{i}" for i in range(6)] + [f"v{i}" for i in range(6)]
+
+
+def sampled_replay(tmp_path: Path, fraction: float, seed: int, load: float = 0.3) -> TimelineLog:
+    pods = [(f"p{i:02d}", 1 + i % 2, 10 * i, 10 * i + 30 + (i * 17) % 50) for i in range(40)]
+    trace, nodes = write_trace(tmp_path, pods, TWO_SHAPES)
+    return replay_timeline(TimelineSpec(trace, "fgd", seed, nodes, load=load, node_fraction=fraction))
+
+
+# (id, fraction, two seeds, whether their clusters are the same, nodes of each shape)
+NODE_FRACTIONS = [
+    ("the same seed draws the same nodes", 0.5, (1, 1), True, 3),  # 0.5 x 6 = 3 of each shape
+    ("another seed draws other nodes", 0.5, (1, 2), False, 3),
+    ("fraction 1 keeps every node, whatever the seed", 1.0, (1, 2), True, 6),
+    ("a small fraction keeps one node of each shape", 0.01, (1, 2), False, 1),  # 0.06 rounds to 0 or 1
+]
+
+
+@pytest.mark.parametrize(
+    ("fraction", "seeds", "same", "per_shape"),
+    [r[1:] for r in NODE_FRACTIONS],
+    ids=[r[0] for r in NODE_FRACTIONS],
+)
+def test_the_cluster_is_a_sample_of_the_node_list_drawn_with_the_seed(
+    tmp_path: Path, fraction: float, seeds: tuple[int, int], same: bool, per_shape: int
+) -> None:
+    first, second = (sampled_replay(tmp_path, fraction, seed) for seed in seeds)
+    assert (first.node_names == second.node_names) is same
+    for log in (first, second):
+        assert Counter(name[0] for name in log.node_names) == {"t": per_shape, "v": per_shape}
+        assert set(log.placed_on) - {""} <= set(log.node_names)  # pods go only to the sample
+        assert log.capacity_milli == 1000 * 6 * per_shape  # 2 + 4 GPUs per pair of shapes
+    if fraction == 1.0:
+        assert first.node_names == ALL_NODES
+
+
+def test_the_load_is_a_multiple_of_the_fraction_of_the_node_list(tmp_path: Path) -> None:
+    """0.3 x a quarter of the 36 GPUs (9) is 0.075 x all of them: the same k. A quarter
+    of six nodes is 1.5, so each shape keeps 1 or 2: the sample holds 6, 8, 10 or 12 GPUs,
+    never 9, and the log reports the load offered to what it holds."""
+    quarter = sampled_replay(tmp_path, 0.25, 1, load=0.3)
+    whole = sampled_replay(tmp_path, 1.0, 1, load=0.075)
+    assert quarter.compression == pytest.approx(whole.compression, rel=1e-9)
+    assert quarter.capacity_milli in (6000, 8000, 10_000, 12_000)
+    assert quarter.offered_load == pytest.approx(0.3 * 9000 / quarter.capacity_milli, rel=1e-9)
+    assert whole.offered_load == pytest.approx(0.075, rel=1e-9)
+
+
 def test_the_curves_share_one_grid(tmp_path: Path) -> None:
     log = replay(tmp_path, [("a", 1, 0, 100), ("b", 1, 10, 60)], 3600)
     result = reduce_log(log, points=5)
@@ -333,7 +385,7 @@ def test_the_command_prints_the_compression_the_table_and_the_pairs_and_writes_t
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pods = [(f"p{i:02d}", 1, 10 * i, 10 * i + 25 + (i * 13) % 40) for i in range(30)]
-    trace, nodes = write_trace(tmp_path, pods, "n1,16000,65536,2,T4\nn2,16000,65536,2,T4\n")
+    trace, nodes = write_trace(tmp_path, pods, "".join(f"n{i},16000,65536,2,T4\n" for i in range(4)))
     out = tmp_path / "out"
     argv = ["timeline", "--trace", trace, "--nodes", nodes, "--policy", "fgd", "--policy", "default"]
     argv += [
@@ -341,6 +393,8 @@ def test_the_command_prints_the_compression_the_table_and_the_pairs_and_writes_t
         "1,2",
         "--load",
         "0.8",
+        "--node-fraction",
+        "0.5",
         "--max-wait",
         "20",
         "--workers",
@@ -354,10 +408,14 @@ def test_the_command_prints_the_compression_the_table_and_the_pairs_and_writes_t
     summary = json.loads((out / "summary.json").read_text())
     protocol = summary["protocol"]
     assert lines[0] == (
-        f"{trace}: arrivals compressed k = {protocol['compression']:.6g}x; offered GPU load 0.800 x capacity "
-        "(4 GPUs); max wait 20 s"
+        f"{trace}: arrivals compressed k = {protocol['compression']:.6g}x; offered GPU load 0.800 x the "
+        "4 GPUs of 0.5 of the node list's 8 (the seeds' samples hold 4, offered 0.800 x theirs); "
+        "max wait 20 s"
     )
-    assert protocol["offered_load"] == pytest.approx(0.8)
+    assert protocol["node_fraction"] == 0.5
+    assert protocol["clusters"] == {
+        seed: {"gpus": 4, "offered_load": pytest.approx(0.8)} for seed in ("1", "2")
+    }  # two of the four nodes each
     assert lines[1].split() == [
         *(
             "policy",
@@ -401,6 +459,7 @@ def test_the_command_refuses_a_load_out_of_reach_in_one_line(
 ) -> None:
     trace, nodes = write_trace(tmp_path, [("a", 1, 0, 100), ("b", 1, 1000, 1050)], "n1,16000,65536,4,T4\n")
     argv = ["timeline", "--trace", trace, "--nodes", nodes, "--policy", "fgd", "--load", "0.5", "--quiet"]
+    argv += ["--node-fraction", "1"]
     assert main([*argv, "--out", str(tmp_path / "out")]) == 2
     captured = capsys.readouterr()
     assert (captured.out, captured.err.splitlines()) == (
