@@ -9,8 +9,6 @@ schedules every pod with a profile and reports the allocation curve.
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -23,6 +21,7 @@ from scheduler.objects.pod import Pod
 from scheduler.resources.gpu import MILLI_PER_GPU
 from scheduler.sim.catalog import DEFAULT_NODE_LIST, node_list_path, pod_list_path
 from scheduler.sim.gorand import GoRand
+from scheduler.sim.node_sample import sample_nodes
 from scheduler.sim.replay import NODE_ORDER_DRAWS, arrival_order, node_priority_order, trace_typical_pods
 from scheduler.sim.trace import load_nodes, load_pods
 from scheduler.state.cluster_state import ClusterState
@@ -83,27 +82,6 @@ def _trace(trace: str) -> tuple[Pod, ...]:
 @cache
 def _node_list(nodes: str) -> tuple[Node, ...]:
     return tuple(load_nodes(node_list_path(nodes)))
-
-
-def sample_nodes(nodes: Sequence[Node], fraction: float, seed: int) -> list[Node]:
-    """About ``fraction`` of each node shape (GPU model, GPUs, CPU, memory), at least
-    one of each shape; all nodes for fraction >= 1."""
-    if fraction >= 1.0:
-        return list(nodes)
-    groups: dict[tuple[str, int, tuple[tuple[str, int], ...]], list[Node]] = defaultdict(list)
-    for node in nodes:
-        key = (node.gpu_model, node.gpu_count, tuple(sorted(node.allocatable.items())))
-        groups[key].append(node)
-    rng = np.random.default_rng(seed)
-    kept: list[Node] = []
-    for key in sorted(groups, key=repr):
-        members = groups[key]
-        exact = fraction * len(members)
-        count = int(exact) + int(rng.random() < exact - int(exact))
-        count = max(1, count)
-        picks = rng.choice(len(members), size=count, replace=False)
-        kept.extend(members[i] for i in sorted(picks))
-    return kept
 
 
 def make_episode(spec: EpisodeSpec) -> Episode:

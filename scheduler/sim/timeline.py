@@ -6,9 +6,14 @@ pays, because room freed later can be waited for.
 
 - Arrivals: pod ``i`` arrives at ``creation_time / k``. ``k`` is chosen so that the
   offered GPU load equals ``load`` x the cluster's GPU capacity (``offered_load``: the
-  time-average over the compressed arrival span of the GPU requested by the pods that
+  time-average over the compressed busy window of the GPU requested by the pods that
   would be alive if each were placed on arrival and stayed its lifetime), by bisection;
-  a spec may fix ``k`` instead (``compression``).
+  a spec may fix ``k`` instead (``compression``). The busy window runs from
+  ``busy_from``, the arrival of the pod at the 1st percentile of arrival order, to the
+  last arrival: the openb pod lists are snapshots, with a few long-lived pods created
+  long before the rest. Those earlier pods are replayed from their own arrival (time 0
+  for the first) and hold their room while they run; they only do not stretch the
+  window that the load and the metrics average over.
 - Lifetimes: ``deletion_time - creation_time``, at least ``MIN_LIFETIME_S``, counted
   from when the pod is placed; then it leaves (``ClusterState.remove``). Lifetimes are
   not compressed.
@@ -25,6 +30,13 @@ pays, because room freed later can be waited for.
   time's pass and arrivals: a pod may be placed by a departure at the very moment its
   wait runs out, and with ``max_wait_s`` 0 a pod that fits nowhere on arrival fails at
   once, as in the FGD replay).
+- Cluster: ``node_fraction`` of the node list, the stratified sample the training
+  episodes draw (``sample_nodes(nodes, node_fraction, seed)``: about that share of each
+  node shape, at least one of each), so each seed is a cluster of its own and every
+  policy replayed with that seed sees the same one; 1 keeps the whole list. ``load`` is
+  a multiple of ``node_fraction`` x the node list's GPUs (``nominal_capacity_milli``),
+  one ``k`` for every seed, so all seeds share one arrival process; a seed's sample
+  holds a few GPUs more or fewer, and its log records the load offered to its own.
 - Seeds: the nodes' priority order is ``node_priority_order`` of a fresh
   ``GoRand(seed)`` (with no extra draws: there is no shuffle before it here), and the
   profile and its tie-break rng are seeded as the FGD replay seeds them
@@ -53,7 +65,14 @@ from scheduler.framework.profile import Profile, run_filters, schedule_pod
 from scheduler.objects.node import Node
 from scheduler.sim.catalog import DEFAULT_NODE_LIST, node_list_path, pod_list_path
 from scheduler.sim.gorand import GoRand
-from scheduler.sim.offered_load import compression_for_load, most_offered_gpu_milli, offered_gpu_milli
+from scheduler.sim.node_sample import sample_nodes
+from scheduler.sim.offered_load import (
+    busy_from,
+    busy_from_index,
+    compression_for_load,
+    most_offered_gpu_milli,
+    offered_gpu_milli,
+)
 from scheduler.sim.replay import gpu_capacity_milli, node_priority_order, seeded_profile, trace_typical_pods
 from scheduler.sim.trace import (
     TimedPod,
@@ -77,15 +96,16 @@ class TimelineSpec:
     policy: str
     seed: int
     nodes: str = DEFAULT_NODE_LIST
-    load: float = 1.0  # offered GPU load, x the cluster's GPU capacity
+    load: float = 1.0  # offered GPU load, x node_fraction of the node list's GPU capacity
     max_wait_s: float = DEFAULT_MAX_WAIT_S
     checkpoint: str | None = None  # the learned policy's checkpoint (profile gnn)
     compression: float | None = None  # k itself, instead of finding it from ``load``
+    node_fraction: float = 1.0  # share of the node list, sampled by shape with ``seed``
 
 
 @dataclass(frozen=True)
 class TimedWorkload:
-    """A trace's pods (sorted by creation time, ties in file order) and the cluster."""
+    """A trace's pods (sorted by creation time, ties in file order) and the node list."""
 
     pods: list[TimedPod]
     nodes: list[Node]
@@ -107,29 +127,46 @@ class TimedWorkload:
     def gpu_milli(self) -> FloatArray:
         return np.array([p.pod.gpu.total_milli for p in self.pods], np.float64)
 
-    def compression_for(self, load: float) -> float:
-        """The ``k`` whose offered GPU load is ``load`` x capacity; a load no compression
-        reaches is an error that says how much the trace can offer."""
+    def cluster(self, fraction: float, seed: int) -> list[Node]:
+        """The nodes a replay with ``seed`` runs on: ``fraction`` of the list, by shape."""
+        return sample_nodes(self.nodes, fraction, seed)
+
+    def nominal_capacity_milli(self, fraction: float) -> float:
+        """The GPU capacity ``load`` is a multiple of: ``fraction`` of the node list's."""
+        return min(fraction, 1.0) * self.capacity_milli
+
+    def describe_capacity(self, fraction: float) -> str:
+        gpus = self.capacity_milli // 1000
+        if fraction >= 1.0:
+            return f"the cluster's {gpus} GPUs"
+        nominal = self.nominal_capacity_milli(fraction) / 1000
+        return f"the {nominal:g} GPUs of {fraction:g} of the node list's {gpus}"
+
+    def compression_for(self, load: float, fraction: float = 1.0) -> float:
+        """The ``k`` whose offered GPU load is ``load`` x ``fraction`` of the node list's
+        capacity; a load no compression reaches is an error that says how much the trace
+        can offer."""
         creation, lifetime, gpu = self.creation_s, self.lifetime_s, self.gpu_milli
-        most = most_offered_gpu_milli(creation, lifetime, gpu) / max(self.capacity_milli, 1)
+        capacity = max(self.nominal_capacity_milli(fraction), 1.0)
+        most = most_offered_gpu_milli(creation, lifetime, gpu) / capacity
         if load > most:
             raise SchedulerInputError(
                 "offered load",
                 "load",
                 f"{load:g} is out of reach: at any compression this trace offers at most {most:.3f} x "
-                f"the cluster's {self.capacity_milli // 1000} GPUs (every pod alive from its arrival "
-                "to the last arrival)",
+                f"{self.describe_capacity(fraction)} (every pod alive from its arrival, "
+                "or the busy window's start, to the last arrival)",
             )
-        return compression_for_load(creation, lifetime, gpu, load * self.capacity_milli)
+        return compression_for_load(creation, lifetime, gpu, load * capacity)
 
-    def offered_load(self, compression: float) -> float:
-        """The offered GPU load at ``compression``, as a share of capacity; NaN when every
-        pod arrives at one time (no span to average over)."""
+    def offered_load(self, compression: float, capacity_milli: float) -> float:
+        """The offered GPU load at ``compression``, as a share of ``capacity_milli``; NaN
+        when the busy window is a single instant (no span to average over)."""
         creation = self.creation_s
-        if creation[-1] <= creation[0]:
+        if creation[-1] <= busy_from(creation):
             return math.nan
         offered = offered_gpu_milli(creation, self.lifetime_s, self.gpu_milli, compression)
-        return offered / max(self.capacity_milli, 1)
+        return offered / max(capacity_milli, 1.0)
 
 
 def lifetime_s(pod: TimedPod) -> float:
@@ -161,9 +198,10 @@ class TimelineLog:
     order."""
 
     spec: TimelineSpec
-    capacity_milli: int
+    node_names: list[str]  # the nodes replayed (the seed's sample), in the node list's order
+    capacity_milli: int  # their GPU capacity
     compression: float
-    offered_load: float  # share of capacity
+    offered_load: float  # share of capacity_milli
     times: FloatArray
     allocated_milli: IntArray
     pending: IntArray
@@ -184,18 +222,26 @@ class TimelineLog:
     def end_s(self) -> float:
         return float(self.arrival_s[-1]) + self.spec.max_wait_s
 
+    @property
+    def busy_from_s(self) -> float:
+        """When the busy window opens: the arrival of the pod at the 1st percentile of
+        arrival order (``offered_load``)."""
+        return float(self.arrival_s[busy_from_index(self.arrival_s.size)])
+
 
 class _Run:
     """The event loop's state: the cluster, the queues and what is recorded."""
 
-    def __init__(self, workload: TimedWorkload, spec: TimelineSpec, compression: float) -> None:
+    def __init__(
+        self, workload: TimedWorkload, nodes: list[Node], spec: TimelineSpec, compression: float
+    ) -> None:
         self.pods = workload.pods
         self.rows: list[TraceRow] = [p.row for p in self.pods]
         self.arrival = workload.creation_s / compression
         self.lifetime = workload.lifetime_s
         self.gpu = np.array([p.pod.gpu.total_milli for p in self.pods], np.int64)
         self.max_wait = spec.max_wait_s
-        self.state = ClusterState(node_priority_order(workload.nodes, GoRand(spec.seed), 0))
+        self.state = ClusterState(node_priority_order(nodes, GoRand(spec.seed), 0))
         typical = trace_typical_pods([p.pod for p in self.pods])
         self.profile: Profile
         self.profile, self.rng = seeded_profile(spec.policy, spec.seed, typical, spec.checkpoint)
@@ -298,16 +344,23 @@ def replay_timeline(spec: TimelineSpec, progress: Callable[[int, int], None] | N
     workload = load_timed_workload(spec.trace, spec.nodes)
     if not workload.pods:
         raise ValueError(f"timeline replay of {spec.trace}: the trace has no pod to replay")
-    compression = spec.compression if spec.compression is not None else workload.compression_for(spec.load)
-    run = _Run(workload, spec, compression)
+    nodes = workload.cluster(spec.node_fraction, spec.seed)
+    capacity = gpu_capacity_milli(nodes)
+    compression = (
+        spec.compression
+        if spec.compression is not None
+        else workload.compression_for(spec.load, spec.node_fraction)
+    )
+    run = _Run(workload, nodes, spec, compression)
     started = time.perf_counter()
     run.run(progress)
     seconds = time.perf_counter() - started
     return TimelineLog(
         spec=spec,
-        capacity_milli=workload.capacity_milli,
+        node_names=[n.name for n in nodes],
+        capacity_milli=capacity,
         compression=compression,
-        offered_load=workload.offered_load(compression),
+        offered_load=workload.offered_load(compression, capacity),
         times=np.array(run.times, np.float64),
         allocated_milli=np.array(run.allocated_rows, np.int64),
         pending=np.array(run.pending_rows, np.int64),

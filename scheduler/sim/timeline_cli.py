@@ -11,19 +11,32 @@ from typing import Any
 
 from tqdm import tqdm
 
-from scheduler.cli_values import COUNT, NON_NEGATIVE, POSITIVE, existing_dir, named_by, number, parse_seeds
+from scheduler.cli_values import (
+    COUNT,
+    FRACTION,
+    NON_NEGATIVE,
+    POSITIVE,
+    existing_dir,
+    named_by,
+    number,
+    parse_seeds,
+)
 from scheduler.errors import CommandLineError, SchedulerInputError
 from scheduler.plugins.profiles import profile_names
 from scheduler.sim import paired, report, timeline_report
 from scheduler.sim.catalog import DEFAULT_NODE_LIST, node_list_path, pod_list_path
 from scheduler.sim.cli import LEARNED, _advance, print_issues
+from scheduler.sim.replay import gpu_capacity_milli
 from scheduler.sim.sweep import run_sweep
-from scheduler.sim.timeline import DEFAULT_MAX_WAIT_S, TimelineSpec, load_timed_workload
+from scheduler.sim.timeline import DEFAULT_MAX_WAIT_S, TimedWorkload, TimelineSpec, load_timed_workload
 from scheduler.sim.timeline_metrics import run_timeline
 
 # rl-scheduler's policy first (the paired differences are its), its teacher, FGD and
 # kube-scheduler's default profile.
 DEFAULT_POLICIES = (LEARNED, "fgd-reserve", "fgd", "default")
+# A quarter of the openb node list: the default trace can offer it up to 1.8 x its GPUs
+# over the busy window (the whole list, 0.45 x), so --load 1 and past it are reachable.
+DEFAULT_NODE_FRACTION = 0.25
 
 
 def chosen_policies(args: argparse.Namespace) -> list[str]:
@@ -82,7 +95,15 @@ def register(commands: Any) -> None:
         "--load",
         type=number(float, POSITIVE),
         default=1.0,
-        help="offered GPU load, x the cluster's GPU capacity; sets the arrivals' compression",
+        help="offered GPU load over the busy window, x the GPUs of --node-fraction of the node list; "
+        "sets the arrivals' compression",
+    )
+    parser.add_argument(
+        "--node-fraction",
+        type=number(float, FRACTION),
+        default=DEFAULT_NODE_FRACTION,
+        help="share of the node list replayed: a sample stratified by node shape, drawn with each seed "
+        "(1: every node)",
     )
     parser.add_argument(
         "--max-wait",
@@ -112,31 +133,53 @@ def register(commands: Any) -> None:
     parser.set_defaults(handler=timeline)
 
 
-def compression(trace: str, nodes: str, load: float) -> tuple[float, float, int]:
-    """The ``k`` of ``--load`` on this trace and cluster, the offered load it gives and
-    the cluster's GPUs; a load out of reach is an error naming ``--load``."""
+def compression(trace: str, nodes: str, load: float, fraction: float) -> tuple[float, TimedWorkload]:
+    """The ``k`` of ``--load`` on this trace and node list; a load out of reach is an
+    error naming ``--load``."""
     workload = load_timed_workload(trace, nodes)
     if not workload.pods:
         raise CommandLineError("timeline", "--trace", f"{trace}: no pod to replay")
     try:
-        k = workload.compression_for(load)
+        k = workload.compression_for(load, fraction)
     except SchedulerInputError as error:
         raise CommandLineError(
             "timeline", "--load" if error.field == "load" else "--trace", error.problem
         ) from None
-    return k, workload.offered_load(k), workload.capacity_milli // 1000
+    return k, workload
+
+
+def describe_load(workload: TimedWorkload, k: float, fraction: float, seeds: list[int]) -> str:
+    """The offered load at ``k`` and the GPUs it is a multiple of; with a sample, the
+    GPUs each seed's sample holds and the load offered to them (min-max over seeds)."""
+    nominal = workload.nominal_capacity_milli(fraction)
+    offered = workload.offered_load(k, nominal)
+    if fraction >= 1.0:
+        return f"offered GPU load {offered:.3f} x capacity ({workload.capacity_milli // 1000} GPUs)"
+    held = [gpu_capacity_milli(workload.cluster(fraction, seed)) // 1000 for seed in seeds]
+    loads = [workload.offered_load(k, 1000 * gpus) for gpus in held]
+    return (
+        f"offered GPU load {offered:.3f} x {workload.describe_capacity(fraction)} (the seeds' samples hold "
+        f"{_span(held, 'd')}, offered {_span(loads, '.3f')} x theirs)"
+    )
+
+
+def _span(values: list[int] | list[float], spec: str) -> str:
+    low, high = (format(v, spec) for v in (min(values), max(values)))
+    return low if low == high else f"{low}-{high}"
 
 
 def timeline(args: argparse.Namespace) -> int:
     policies = chosen_policies(args)
-    k, offered, gpus = compression(args.trace, args.nodes, args.load)
+    k, workload = compression(args.trace, args.nodes, args.load, args.node_fraction)
     print(
-        f"{args.trace}: arrivals compressed k = {k:.6g}x; offered GPU load {offered:.3f} x capacity "
-        f"({gpus} GPUs); max wait {args.max_wait:g} s"
+        f"{args.trace}: arrivals compressed k = {k:.6g}x; "
+        f"{describe_load(workload, k, args.node_fraction, args.seeds)}; max wait {args.max_wait:g} s"
     )
     checkpoint = str(args.checkpoint) if args.checkpoint else None
     specs = [
-        TimelineSpec(args.trace, p, s, args.nodes, args.load, args.max_wait, checkpoint, compression=k)
+        TimelineSpec(
+            args.trace, p, s, args.nodes, args.load, args.max_wait, checkpoint, k, args.node_fraction
+        )
         for p in policies
         for s in args.seeds
     ]

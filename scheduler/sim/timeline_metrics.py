@@ -1,14 +1,15 @@
 """What a timeline replay is judged on, and the reduced result a sweep sends back.
 
 - ``gpu_alloc_mean`` (the headline): GPU allocated, % of capacity, time-weighted over
-  the arrival span (first to last arrival).
+  the busy window (``busy_from``, the arrival of the pod at the 1st percentile of
+  arrival order, to the last arrival; ``offered_load``).
 - ``gpu_hours_failed_pct``: GPU x lifetime of the pods that failed, % of that of all
   pods (their whole lifetimes, as the trace gives them, at least ``MIN_LIFETIME_S``).
 - ``pods_failed``: pods that waited ``max_wait_s`` and were never placed.
 - ``wait_p50_s``, ``wait_p99_s``: placement minus arrival, over the pods placed (those
   placed on arrival count with 0); None when no pod was placed.
-- ``peak_pending``, ``pending_mean``: pods pending, at most and time-weighted over the
-  arrival span.
+- ``peak_pending``, ``pending_mean``: pods pending, at most (over the whole replay)
+  and time-weighted over the busy window.
 - ``seconds``: wall time of the event loop.
 
 A time-weighted mean reads the log as a step function: a row's value holds from its
@@ -72,7 +73,7 @@ def _percentile(values: FloatArray, q: float) -> float | None:
 
 
 def timeline_metrics(log: TimelineLog) -> TimelineMetrics:
-    start, stop = float(log.arrival_s[0]), float(log.arrival_s[-1])
+    start, stop = log.busy_from_s, float(log.arrival_s[-1])
     failed = log.failed
     gpu_seconds = log.gpu_milli * log.lifetime_s
     offered = float(gpu_seconds.sum())
@@ -102,15 +103,16 @@ class TimelineResult:
     capacity_milli: int
     pods: int
     metrics: TimelineMetrics
-    curve_s: FloatArray  # simulated seconds, first arrival to the end
+    curve_s: FloatArray  # simulated seconds, the busy window's start to the end
     allocation_pct: FloatArray
     pending: FloatArray
+    busy_from_s: float
     last_arrival_s: float
     issues: tuple[str, ...]
 
 
 def reduce_log(log: TimelineLog, points: int = CURVE_POINTS) -> TimelineResult:
-    grid = np.linspace(float(log.arrival_s[0]), log.end_s, points)
+    grid = np.linspace(log.busy_from_s, log.end_s, points)
     allocation = 100.0 * step_values(log.times, log.allocated_milli, grid) / max(log.capacity_milli, 1)
     return TimelineResult(
         spec=log.spec,
@@ -122,6 +124,7 @@ def reduce_log(log: TimelineLog, points: int = CURVE_POINTS) -> TimelineResult:
         curve_s=grid,
         allocation_pct=allocation,
         pending=step_values(log.times, log.pending, grid),
+        busy_from_s=log.busy_from_s,
         last_arrival_s=float(log.arrival_s[-1]),
         issues=tuple(log.issues),
     )

@@ -30,13 +30,16 @@ COLUMNS = (
     ("seconds", "s/replay", 1),
 )
 DEFINITIONS = {
-    HEADLINE: "GPU allocated, % of capacity, time-weighted over the arrival span (first to last arrival)",
+    HEADLINE: (
+        "GPU allocated, % of capacity, time-weighted over the busy window (from the arrival of the pod at "
+        "the 1st percentile of arrival order to the last arrival)"
+    ),
     "gpu_hours_failed_pct": "GPU x lifetime of the pods that failed, % of that of all pods",
     "pods_failed": "pods still pending max-wait after their arrival (never placed)",
     "wait_p50_s": "median of placement minus arrival over the pods placed, simulated seconds",
     "wait_p99_s": "99th percentile of the same",
     "peak_pending": "most pods pending at once",
-    "pending_mean": "pods pending, time-weighted over the arrival span",
+    "pending_mean": "pods pending, time-weighted over the busy window",
     "seconds": "wall seconds of the replay's event loop",
 }
 
@@ -90,12 +93,17 @@ def summarise(results: Sequence[TimelineResult]) -> dict[str, Any]:
             "trace": spec.trace,
             "nodes": spec.nodes,
             "load": spec.load,
+            "node_fraction": spec.node_fraction,
             "compression": first.compression,
-            "offered_load": first.offered_load,
-            "gpus": first.capacity_milli // 1000,
             "pods": first.pods,
             "max_wait_s": spec.max_wait_s,
+            "busy_from_s": first.busy_from_s,
             "last_arrival_s": first.last_arrival_s,
+            # each seed's cluster: the GPUs its sample holds and the load offered to them
+            "clusters": {
+                str(r.spec.seed): {"gpus": r.capacity_milli // 1000, "offered_load": r.offered_load}
+                for r in sorted(results, key=lambda r: r.spec.seed)
+            },
         },
         "metric_definitions": DEFINITIONS,
         "policies": policies,
@@ -131,21 +139,23 @@ def plot(results: Sequence[TimelineResult], path: Path) -> None:
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
     figure, axes = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
+    busy_from = results[0].busy_from_s
     for policy, runs in by_policy(results).items():
-        minutes = runs[0].curve_s / 60
+        minutes = (runs[0].curve_s - busy_from) / 60
         axes[0].plot(minutes, np.median([r.allocation_pct for r in runs], axis=0), label=policy)
         axes[1].plot(minutes, np.median([r.pending for r in runs], axis=0), label=policy)
-    last_arrival = results[0].last_arrival_s / 60
+    last_arrival = (results[0].last_arrival_s - busy_from) / 60
     for axis in axes:
         axis.axvline(last_arrival, color="grey", linestyle=":", linewidth=1)
         axis.grid(alpha=0.3)
     spec = results[0].spec
+    share = "" if spec.node_fraction >= 1.0 else f", {spec.node_fraction:g} of the nodes"
     axes[0].set_title(
-        f"{spec.trace}: arrivals compressed {results[0].compression:.0f}x (dotted: last arrival)"
+        f"{spec.trace}{share}: arrivals compressed {results[0].compression:.0f}x (dotted: last arrival)"
     )
     axes[0].set_ylabel("GPU allocated (% of capacity)")
     axes[1].set_ylabel("pods pending")
-    axes[1].set_xlabel("simulated minutes (median over seeds)")
+    axes[1].set_xlabel("simulated minutes from the busy window's start (median over seeds)")
     axes[0].legend(fontsize=8)
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.learn.episode import sample_nodes
 from scheduler.objects.node import Node
 from scheduler.online.cli import register
 from scheduler.online.experience import ExperienceLog
@@ -21,6 +20,7 @@ from scheduler.online.tuning import TuningArgs
 from scheduler.policy.checkpoint import default_checkpoint_path, load_checkpoint, save_checkpoint
 from scheduler.policy.model import NodeScorer
 from scheduler.sim.catalog import node_list_path, pod_list_path
+from scheduler.sim.node_sample import sample_nodes
 from scheduler.sim.trace import load_nodes, load_pods
 
 NODES = sample_nodes(load_nodes(node_list_path()), 0.03, 3)

@@ -17,7 +17,7 @@ from scheduler.cli import main
 from scheduler.errors import SchedulerInputError
 from scheduler.framework.profile import Decision, schedule_pod
 from scheduler.sim import timeline
-from scheduler.sim.offered_load import compression_for_load, offered_gpu_milli
+from scheduler.sim.offered_load import busy_from_index, compression_for_load, offered_gpu_milli
 from scheduler.sim.timeline import TimelineLog, TimelineSpec, load_timed_workload, replay_timeline
 from scheduler.sim.timeline_metrics import reduce_log, time_weighted_mean, timeline_metrics
 from scheduler.state.cluster_state import ClusterState
@@ -197,6 +197,39 @@ COMPRESSIONS = [
 ]
 
 
+# A snapshot: pod 0 (1 GPU, lives 1000 s) long before the rest; 99 CPU pods at 1000 (they
+# live 1 s), one of them 0.5 GPU for 100 s, and the last at 2000. 101 pods, so the busy
+# window opens at pod 1's arrival: [1000, 2000], span 1000. Pod 0 counts only inside it:
+# offered(k) = 1000 max(0, min(1000k, 2000) - 1000) / 1000 + 500 min(100k, 1000) / 1000
+# (from the first arrival it would be 1000 min(1000k, 2000) / 2000 + 500 min(100k, 1000) / 2000).
+SNAPSHOT = (
+    [0.0] + [1000.0] * 99 + [2000.0],
+    [1000.0] + [100.0] + [1.0] * 99,
+    [1000.0] + [500.0] + [0.0] * 99,
+)
+COMPRESSIONS += [
+    pytest.param(
+        *SNAPSHOT, 50.0, 1.0, id="snapshot: at k 1 pod 0 ends as the window opens; 500 x 100 / 1000"
+    ),
+    pytest.param(*SNAPSHOT, 575.0, 1.5, id="snapshot: 1000 x 500 / 1000 + 500 x 150 / 1000 at k 1.5"),
+    pytest.param(*SNAPSHOT, 1500.0, 10.0, id="snapshot: pod 0 all window long + 500 x 1000 / 1000, the most"),
+]
+
+
+@pytest.mark.parametrize(
+    ("pods", "index"),
+    [
+        (1, 0),
+        (100, 0),  # floor(99 / 100): the first pod opens the window of 100 pods or fewer
+        (101, 1),  # floor(100 / 100)
+        (201, 2),
+        (8152, 81),  # default: floor(8151 / 100)
+    ],
+)
+def test_the_busy_window_opens_at_the_pod_at_the_first_percentile(pods: int, index: int) -> None:
+    assert busy_from_index(pods) == index
+
+
 @pytest.mark.parametrize(("creation", "lifetime", "gpu", "target", "k"), COMPRESSIONS)
 def test_bisection_finds_the_compression_of_a_load(
     creation: list[float], lifetime: list[float], gpu: list[float], target: float, k: float
@@ -213,7 +246,7 @@ def test_a_load_past_what_the_trace_offers_is_refused_saying_how_much_it_can(tmp
     workload = load_timed_workload(trace, nodes)
     assert workload.compression_for(0.1) == pytest.approx(4.0, rel=1e-9)  # 400 milli
     with pytest.raises(
-        SchedulerInputError, match=r"0\.3 is out of reach: .* at most 0\.250 x the cluster's 4 GPUs"
+        SchedulerInputError, match=r"0\.3 is out of reach: .* at most 0\.250 x the cluster's 4 GPUs \(every"
     ):
         workload.compression_for(0.3)
 
@@ -226,6 +259,24 @@ def test_with_room_for_every_pod_the_headline_is_the_offered_load(tmp_path: Path
     assert log.offered_load == pytest.approx(0.2, rel=1e-9)
     assert np.all(log.wait_s == 0)
     assert timeline_metrics(log).gpu_alloc_mean == pytest.approx(20.0, rel=1e-9)
+
+
+def test_early_pods_run_from_time_zero_but_the_headline_averages_over_the_busy_window(tmp_path: Path) -> None:
+    """Pod 0 (2 GPUs) arrives at 0, long before the 120 others: it is placed at 0 and
+    runs, but the load and the GPU allocated are averaged from pod 1's arrival, where the
+    busy window of 121 pods opens (floor(120 / 100) = 1). With room for every pod the
+    headline is the offered load; averaged from time 0 it would be far less."""
+    pods = [("early", 2, 0, 100_000)]
+    pods += [
+        (f"p{i:03d}", 1 + i % 2, 50_000 + 100 * i, 50_000 + 100 * i + 30 + 70 * (i % 3)) for i in range(120)
+    ]
+    trace, nodes = write_trace(tmp_path, pods, "n1,64000,262144,8,T4\nn2,64000,262144,8,T4\n")
+    log = replay_timeline(TimelineSpec(trace, "fgd", 42, nodes, load=0.4))
+    assert log.busy_from_s == log.arrival_s[1] == 50_000 / log.compression
+    assert (log.arrival_s[0], log.wait_s[0], log.offered_load) == (0.0, 0.0, pytest.approx(0.4, rel=1e-9))
+    assert np.all(log.wait_s == 0)
+    assert timeline_metrics(log).gpu_alloc_mean == pytest.approx(40.0, rel=1e-9)
+    assert reduce_log(log, points=3).curve_s[0] == log.busy_from_s  # the curves start there too
 
 
 @pytest.mark.parametrize(
@@ -270,6 +321,58 @@ def test_the_same_seed_gives_the_same_replay_and_another_seed_another(tmp_path: 
     assert first.placed_on != other.placed_on  # the seed does choose the nodes
 
 
+# Twelve nodes of two shapes, six of each (2 x T4; 4 x V100M16, more CPU and memory).
+TWO_SHAPES = "".join(f"t{i},16000,65536,2,T4\n" for i in range(6)) + "".join(
+    f"v{i},32000,131072,4,V100M16\n" for i in range(6)
+)
+ALL_NODES = [f"t{i}" for i in range(6)] + [f"v{i}" for i in range(6)]
+
+
+def sampled_replay(tmp_path: Path, fraction: float, seed: int, load: float = 0.3) -> TimelineLog:
+    pods = [(f"p{i:02d}", 1 + i % 2, 10 * i, 10 * i + 30 + (i * 17) % 50) for i in range(40)]
+    trace, nodes = write_trace(tmp_path, pods, TWO_SHAPES)
+    return replay_timeline(TimelineSpec(trace, "fgd", seed, nodes, load=load, node_fraction=fraction))
+
+
+# (id, fraction, two seeds, whether their clusters are the same, nodes of each shape)
+NODE_FRACTIONS = [
+    ("the same seed draws the same nodes", 0.5, (1, 1), True, 3),  # 0.5 x 6 = 3 of each shape
+    ("another seed draws other nodes", 0.5, (1, 2), False, 3),
+    ("fraction 1 keeps every node, whatever the seed", 1.0, (1, 2), True, 6),
+    ("a small fraction keeps one node of each shape", 0.01, (1, 2), False, 1),  # 0.06 rounds to 0 or 1
+]
+
+
+@pytest.mark.parametrize(
+    ("fraction", "seeds", "same", "per_shape"),
+    [r[1:] for r in NODE_FRACTIONS],
+    ids=[r[0] for r in NODE_FRACTIONS],
+)
+def test_the_cluster_is_a_sample_of_the_node_list_drawn_with_the_seed(
+    tmp_path: Path, fraction: float, seeds: tuple[int, int], same: bool, per_shape: int
+) -> None:
+    first, second = (sampled_replay(tmp_path, fraction, seed) for seed in seeds)
+    assert (first.node_names == second.node_names) is same
+    for log in (first, second):
+        assert Counter(name[0] for name in log.node_names) == {"t": per_shape, "v": per_shape}
+        assert set(log.placed_on) - {""} <= set(log.node_names)  # pods go only to the sample
+        assert log.capacity_milli == 1000 * 6 * per_shape  # 2 + 4 GPUs per pair of shapes
+    if fraction == 1.0:
+        assert first.node_names == ALL_NODES
+
+
+def test_the_load_is_a_multiple_of_the_fraction_of_the_node_list(tmp_path: Path) -> None:
+    """0.3 x a quarter of the 36 GPUs (9) is 0.075 x all of them: the same k. A quarter
+    of six nodes is 1.5, so each shape keeps 1 or 2: the sample holds 6, 8, 10 or 12 GPUs,
+    never 9, and the log reports the load offered to what it holds."""
+    quarter = sampled_replay(tmp_path, 0.25, 1, load=0.3)
+    whole = sampled_replay(tmp_path, 1.0, 1, load=0.075)
+    assert quarter.compression == pytest.approx(whole.compression, rel=1e-9)
+    assert quarter.capacity_milli in (6000, 8000, 10_000, 12_000)
+    assert quarter.offered_load == pytest.approx(0.3 * 9000 / quarter.capacity_milli, rel=1e-9)
+    assert whole.offered_load == pytest.approx(0.075, rel=1e-9)
+
+
 def test_the_curves_share_one_grid(tmp_path: Path) -> None:
     log = replay(tmp_path, [("a", 1, 0, 100), ("b", 1, 10, 60)], 3600)
     result = reduce_log(log, points=5)
@@ -282,7 +385,7 @@ def test_the_command_prints_the_compression_the_table_and_the_pairs_and_writes_t
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pods = [(f"p{i:02d}", 1, 10 * i, 10 * i + 25 + (i * 13) % 40) for i in range(30)]
-    trace, nodes = write_trace(tmp_path, pods, "n1,16000,65536,2,T4\nn2,16000,65536,2,T4\n")
+    trace, nodes = write_trace(tmp_path, pods, "".join(f"n{i},16000,65536,2,T4\n" for i in range(4)))
     out = tmp_path / "out"
     argv = ["timeline", "--trace", trace, "--nodes", nodes, "--policy", "fgd", "--policy", "default"]
     argv += [
@@ -290,6 +393,8 @@ def test_the_command_prints_the_compression_the_table_and_the_pairs_and_writes_t
         "1,2",
         "--load",
         "0.8",
+        "--node-fraction",
+        "0.5",
         "--max-wait",
         "20",
         "--workers",
@@ -303,10 +408,14 @@ def test_the_command_prints_the_compression_the_table_and_the_pairs_and_writes_t
     summary = json.loads((out / "summary.json").read_text())
     protocol = summary["protocol"]
     assert lines[0] == (
-        f"{trace}: arrivals compressed k = {protocol['compression']:.6g}x; offered GPU load 0.800 x capacity "
-        "(4 GPUs); max wait 20 s"
+        f"{trace}: arrivals compressed k = {protocol['compression']:.6g}x; offered GPU load 0.800 x the "
+        "4 GPUs of 0.5 of the node list's 8 (the seeds' samples hold 4, offered 0.800 x theirs); "
+        "max wait 20 s"
     )
-    assert protocol["offered_load"] == pytest.approx(0.8)
+    assert protocol["node_fraction"] == 0.5
+    assert protocol["clusters"] == {
+        seed: {"gpus": 4, "offered_load": pytest.approx(0.8)} for seed in ("1", "2")
+    }  # two of the four nodes each
     assert lines[1].split() == [
         *(
             "policy",
@@ -350,13 +459,14 @@ def test_the_command_refuses_a_load_out_of_reach_in_one_line(
 ) -> None:
     trace, nodes = write_trace(tmp_path, [("a", 1, 0, 100), ("b", 1, 1000, 1050)], "n1,16000,65536,4,T4\n")
     argv = ["timeline", "--trace", trace, "--nodes", nodes, "--policy", "fgd", "--load", "0.5", "--quiet"]
+    argv += ["--node-fraction", "1"]
     assert main([*argv, "--out", str(tmp_path / "out")]) == 2
     captured = capsys.readouterr()
     assert (captured.out, captured.err.splitlines()) == (
         "",
         [
             "rl-scheduler timeline: error: argument --load: 0.5 is out of reach: at any compression "
-            "this trace offers at most 0.250 x the cluster's 4 GPUs (every pod alive from its arrival "
-            "to the last arrival)"
+            "this trace offers at most 0.250 x the cluster's 4 GPUs (every pod alive from its arrival, "
+            "or the busy window's start, to the last arrival)"
         ],
     )

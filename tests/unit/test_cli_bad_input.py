@@ -181,9 +181,26 @@ ROWS = [
     (
         ["timeline", "--load", "5", "--policy", "fgd"],  # more than the default trace can ever offer
         _line(
-            "timeline", "--load", "5 is out of reach: at any compression this trace offers at most 0.102 x"
+            "timeline",
+            "--load",
+            "5 is out of reach: at any compression this trace offers at most 1.805 x the 1553 GPUs of 0.25",
         ),
     ),
+    (
+        ["timeline", "--load", "0.5", "--node-fraction", "1", "--policy", "fgd"],  # the whole node list
+        _line(
+            "timeline", "--load", "0.5 is out of reach: at any compression this trace offers at most 0.451 x"
+        ),
+    ),
+    (
+        ["timeline", "--node-fraction", "0"],
+        _line("timeline", "--node-fraction", "must be greater than 0, got 0"),
+    ),
+    (
+        ["timeline", "--node-fraction", "1.5"],
+        _line("timeline", "--node-fraction", "must be at most 1, got 1.5"),
+    ),
+    (["timeline", "--node-fraction", "x"], _line("timeline", "--node-fraction", "'x' is not a number")),
     (["timeline", "--max-wait", "-1"], _line("timeline", "--max-wait", "must be at least 0, got -1")),
     (["timeline", "--max-wait", "inf"], _line("timeline", "--max-wait", "'inf' is not a finite number")),
     (
