@@ -144,6 +144,9 @@ class RolloutArgs:
     """seeds torch, numpy and the episodes"""
     workers: Count = 2
     """parallel processes for the branches"""
+    ray_address: RayAddress = None
+    """branch on the Ray cluster at this address (auto, HOST:PORT or ray://HOST:PORT) instead
+    of --workers local processes; the same numbers"""
     out: Path = Path("runs/rollout")
     """folder for TensorBoard logs and the checkpoint (out/checkpoint)"""
     quiet: bool = False

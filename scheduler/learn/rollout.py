@@ -22,7 +22,6 @@ same carries no lesson and is dropped.
 from __future__ import annotations
 
 import copy
-import multiprocessing
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,10 +38,12 @@ from scheduler.framework.profile import Profile, WeightedScore, schedule_pod
 from scheduler.learn.episode import Episode, EpisodeSpec, make_episode
 from scheduler.learn.imitation import Sample, collate
 from scheduler.learn.options import RolloutArgs
+from scheduler.parallel import Report, Workers, task_pool
 from scheduler.plugins.profiles import default_filters
 from scheduler.plugins.scores.fgd_reserve import ReserveScore
 from scheduler.policy.checkpoint import Manifest, load_checkpoint, save_checkpoint
 from scheduler.policy.model import NodeScorer
+from scheduler.sim.cli import _advance
 from scheduler.state.cluster_state import ClusterState, IntArray
 
 FloatArray = npt.NDArray[np.float64]
@@ -204,6 +205,13 @@ def branch(task: BranchTask) -> Branched:
     return Branched(sample, outcomes[0], max(outcomes))
 
 
+def branch_reporting(task: BranchTask, report: Report) -> Branched:
+    """``branch``, counting the decision once it is played out."""
+    result = branch(task)
+    report(1)
+    return result
+
+
 def branch_tasks(args: RolloutArgs, rng: np.random.Generator) -> list[BranchTask]:
     """``decisions_per_episode`` scheduled arrivals per episode in the busy window."""
     tasks: list[BranchTask] = []
@@ -313,18 +321,11 @@ def main(args: RolloutArgs) -> Path:
     rng = np.random.default_rng(args.seed)
     writer = SummaryWriter(str(args.out / "tensorboard"))
     tasks = branch_tasks(args, rng)
-    results: list[Branched] = []
-    with tqdm(total=len(tasks), desc="branched decisions", disable=args.quiet) as bar:
-        if args.workers > 1:
-            context = multiprocessing.get_context("spawn")
-            with context.Pool(args.workers) as pool:
-                for result in pool.imap(branch, tasks):
-                    results.append(result)
-                    bar.update(1)
-        else:
-            for task in tasks:
-                results.append(branch(task))
-                bar.update(1)
+    with (
+        tqdm(total=len(tasks), desc="branched decisions", disable=args.quiet) as bar,
+        task_pool(Workers(args.workers, args.ray_address)) as pool,
+    ):
+        results = pool.map_reporting(branch_reporting, tasks, _advance(bar))
     samples = [r.sample for r in results if has_lesson(r.sample)]
     gains = [r.best_outcome - r.teacher_outcome for r in results]
     writer.add_scalar("charts/decisions_with_a_lesson", len(samples), 0)

@@ -14,6 +14,7 @@ from scheduler.learn import rollout
 from scheduler.learn.episode import EpisodeSpec, make_episode, run_episode
 from scheduler.learn.options import RolloutArgs
 from scheduler.learn.torch_score import torch_profile
+from scheduler.parallel import Workers, task_pool
 from scheduler.plugins.registry import ProfileContext
 from scheduler.policy.checkpoint import load_checkpoint
 from tests.policy.test_plugin import write_trace
@@ -117,3 +118,15 @@ def test_rollout_writes_a_checkpoint_that_schedules(tmp_path: Path) -> None:
     episode = make_episode(EpisodeSpec(str(pods), seed=7, node_fraction=0.02))
     profile = torch_profile(ProfileContext(typical_pods=episode.typical), trained)
     assert run_episode(episode, profile).saturation_allocation() > 0
+
+
+def test_local_processes_branch_the_same_decisions_to_the_same_outcomes(tmp_path: Path) -> None:
+    pods, _ = write_trace(tmp_path)
+    tasks = rollout.branch_tasks(tiny_args(pods, tmp_path / "rollout"), np.random.default_rng(0))
+    here = [rollout.branch(task) for task in tasks]
+    with task_pool(Workers(processes=2)) as pool:
+        spawned = pool.map(rollout.branch, tasks)
+    for mine, theirs in zip(here, spawned, strict=True):
+        assert np.array_equal(mine.sample.candidates, theirs.sample.candidates)
+        assert np.array_equal(mine.sample.target, theirs.sample.target, equal_nan=True)
+        assert np.array_equal(mine.sample.node_x, theirs.sample.node_x)
