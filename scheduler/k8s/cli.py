@@ -27,7 +27,9 @@ def register(commands: Any) -> None:
         "--kubeconfig", type=existing_file, help="kubeconfig; in-cluster credentials when unset"
     )
     parser.add_argument("--scheduler-name", help="the schedulerName pods use to opt in [rl-scheduler]")
-    parser.add_argument("--profile", help="score profile: gnn, fgd, best-fit, default, ... [gnn]")
+    parser.add_argument(
+        "--profile", help="score profile: fgd-reserve, gnn, fgd, best-fit, default, ... [fgd-reserve]"
+    )
     parser.add_argument(
         "--checkpoint", type=existing_dir, help="fixed learned policy checkpoint folder [shipped]"
     )
