@@ -23,13 +23,13 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch.utils.tensorboard import SummaryWriter
 from torch_geometric.utils import scatter
 from tqdm import tqdm
 
 from scheduler.learn.env import SchedulingEnv
 from scheduler.learn.options import DqnArgs
 from scheduler.learn.ppo import Step, logits_and_values, observed
+from scheduler.learn.seeding import start_training
 from scheduler.policy.checkpoint import Manifest, save_checkpoint
 from scheduler.policy.config import ScorerConfig
 from scheduler.policy.model import NodeScorer
@@ -92,10 +92,7 @@ def soft_update(target: NodeScorer, online: NodeScorer, tau: float) -> None:
 
 def main(args: DqnArgs) -> Path:
     started = time.time()
-    torch.manual_seed(args.seed)
-    torch.set_num_threads(1)
-    rng = np.random.default_rng(args.seed)
-    writer = SummaryWriter(str(args.out / "tensorboard"))
+    rng, writer = start_training(args.seed, args.out)
 
     env = SchedulingEnv(args.traces, args.node_fraction, args.frag_coef)
     episode_seed = args.seed * 1000

@@ -10,7 +10,7 @@ schedules every pod with a profile and reports the allocation curve.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 
 import numpy as np
 import numpy.typing as npt
@@ -48,6 +48,12 @@ class Episode:
     def fresh_state(self) -> ClusterState:
         return ClusterState(self.nodes)
 
+    @cached_property
+    def arrived_milli(self) -> npt.NDArray[np.int64]:
+        """GPU arrived (milli) after each arrival, failed pods included."""
+        arrived: npt.NDArray[np.int64] = np.cumsum([p.gpu.total_milli for p in self.arrivals], dtype=np.int64)
+        return arrived
+
 
 @dataclass
 class EpisodeResult:
@@ -65,13 +71,23 @@ class EpisodeResult:
         return float(100.0 * self.allocated_milli[index] / self.capacity_milli)
 
     def saturation_allocation(self, low: float = 95.0, high: float = 130.0) -> float:
-        """Mean allocated GPU (% of capacity) over the pod events with ``low`` to
-        ``high`` % of the capacity arrived: the fitness the trainer maximises."""
-        arrived = 100.0 * self.arrived_milli / self.capacity_milli
-        rows = (arrived >= low) & (arrived <= high)
-        if not rows.any():
-            rows = arrived >= arrived.max()
-        return float(100.0 * self.allocated_milli[rows].mean() / self.capacity_milli)
+        return saturation_allocation(self.arrived_milli, self.allocated_milli, self.capacity_milli, low, high)
+
+
+def saturation_allocation(
+    arrived_milli: npt.NDArray[np.int64],
+    allocated_milli: npt.NDArray[np.int64],
+    capacity_milli: int,
+    low: float = 95.0,
+    high: float = 130.0,
+) -> float:
+    """Mean allocated GPU (% of capacity) over the pod events with ``low`` to ``high`` %
+    of the capacity arrived: the fitness the trainers maximise."""
+    arrived = 100.0 * arrived_milli / capacity_milli
+    rows = (arrived >= low) & (arrived <= high)
+    if not rows.any():
+        rows = arrived >= arrived.max()
+    return float(100.0 * allocated_milli[rows].mean() / capacity_milli)
 
 
 @cache

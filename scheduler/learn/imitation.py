@@ -19,13 +19,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import torch
-from torch.utils.tensorboard import SummaryWriter
 from tqdm import tqdm
 
 from scheduler.framework.plugin import CycleContext
 from scheduler.framework.profile import Profile, WeightedScore
 from scheduler.learn.episode import EpisodeSpec, make_episode, run_episode
 from scheduler.learn.options import ImitationArgs
+from scheduler.learn.seeding import start_training
 from scheduler.plugins.profiles import default_filters, register_profile
 from scheduler.plugins.registry import ProfileContext
 from scheduler.plugins.scores.fgd_reserve import ReserveScore
@@ -144,10 +144,7 @@ def collect(args: ImitationArgs, rng: np.random.Generator, bar: tqdm[Any]) -> li
 def main(args: ImitationArgs) -> Path:
     """Collect, fit, save; returns the checkpoint folder."""
     started = time.time()
-    torch.manual_seed(args.seed)
-    torch.set_num_threads(1)
-    rng = np.random.default_rng(args.seed)
-    writer = SummaryWriter(str(args.out / "tensorboard"))
+    rng, writer = start_training(args.seed, args.out)
 
     episodes = len(args.traces) * args.episodes_per_trace + args.synthetic_episodes
     with tqdm(total=episodes, desc="teacher episodes", disable=args.quiet) as bar:

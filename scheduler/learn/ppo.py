@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import torch
-from torch.utils.tensorboard import SummaryWriter
 from torch_geometric.nn import global_mean_pool
 from torch_geometric.utils import scatter
 from torch_geometric.utils import softmax as grouped_softmax
@@ -30,6 +29,7 @@ from tqdm import tqdm
 
 from scheduler.learn.env import Observation, SchedulingEnv
 from scheduler.learn.options import PpoArgs
+from scheduler.learn.seeding import start_training
 from scheduler.policy.checkpoint import Manifest, load_checkpoint, save_checkpoint
 from scheduler.policy.config import PER_NODE_KINDS, SCORER_KINDS, ScorerConfig
 from scheduler.policy.model import NodeScorer
@@ -133,10 +133,7 @@ def forward_batch(
 
 def main(args: PpoArgs) -> Path:  # noqa: PLR0915 - one readable script, as CleanRL writes it
     started = time.time()
-    torch.manual_seed(args.seed)
-    torch.set_num_threads(1)
-    rng = np.random.default_rng(args.seed)
-    writer = SummaryWriter(str(args.out / "tensorboard"))
+    rng, writer = start_training(args.seed, args.out)
 
     env = SchedulingEnv(args.traces, args.node_fraction, args.frag_coef)
     if args.init is not None:

@@ -35,9 +35,10 @@ from tqdm import tqdm
 
 from scheduler.framework.plugin import CycleContext
 from scheduler.framework.profile import Profile, WeightedScore, schedule_pod
-from scheduler.learn.episode import Episode, EpisodeSpec, make_episode
+from scheduler.learn.episode import Episode, EpisodeSpec, make_episode, saturation_allocation
 from scheduler.learn.imitation import Sample, collate
 from scheduler.learn.options import RolloutArgs
+from scheduler.learn.seeding import start_training
 from scheduler.parallel import Report, Workers, task_pool
 from scheduler.plugins.profiles import default_filters
 from scheduler.plugins.scores.fgd_reserve import ReserveScore
@@ -48,7 +49,6 @@ from scheduler.state.cluster_state import ClusterState, IntArray
 
 FloatArray = npt.NDArray[np.float64]
 FORCED_SCORE = 100
-SATURATION = (95.0, 130.0)  # % of capacity arrived: the fitness window
 
 
 # ---- playing an episode with the teacher ---------------------------------------------
@@ -131,12 +131,8 @@ def state_before(episode: Episode, played: Played, index: int) -> ClusterState:
 
 
 def fitness(episode: Episode, allocated: npt.NDArray[np.int64]) -> float:
-    """Mean GPU allocated (% of capacity) over the arrivals in the saturation window."""
-    arrived = 100.0 * np.cumsum([p.gpu.total_milli for p in episode.arrivals]) / episode.capacity_milli
-    rows = (arrived >= SATURATION[0]) & (arrived <= SATURATION[1])
-    if not rows.any():
-        rows = arrived >= arrived.max()
-    return float(100.0 * allocated[rows].mean() / episode.capacity_milli)
+    """The episode's fitness (``saturation_allocation``) with ``allocated`` after each arrival."""
+    return saturation_allocation(episode.arrived_milli, allocated, episode.capacity_milli)
 
 
 # ---- one decision, branched --------------------------------------------------------
@@ -219,9 +215,7 @@ def branch_tasks(args: RolloutArgs, rng: np.random.Generator) -> list[BranchTask
         for i in range(args.episodes_per_trace):
             spec = EpisodeSpec(trace, args.seed * 1000 + i, args.node_fraction)
             episode, played = teacher_episode(spec)
-            arrived = (
-                100.0 * np.cumsum([p.gpu.total_milli for p in episode.arrivals]) / episode.capacity_milli
-            )
+            arrived = 100.0 * episode.arrived_milli / episode.capacity_milli
             eligible = [
                 j
                 for j, placement in enumerate(played.placements)
@@ -316,10 +310,7 @@ def has_lesson(sample: Sample) -> bool:
 def main(args: RolloutArgs) -> Path:
     """Branch, fit, save; returns the checkpoint folder."""
     started = time.time()
-    torch.manual_seed(args.seed)
-    torch.set_num_threads(1)
-    rng = np.random.default_rng(args.seed)
-    writer = SummaryWriter(str(args.out / "tensorboard"))
+    rng, writer = start_training(args.seed, args.out)
     tasks = branch_tasks(args, rng)
     with (
         tqdm(total=len(tasks), desc="branched decisions", disable=args.quiet) as bar,
