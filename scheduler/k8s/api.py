@@ -2,9 +2,16 @@
 status, leases. Every call waits on a token bucket with the configured QPS and burst
 (events have a bucket of their own, as kube-scheduler's event client does). The
 writes made per pod (bind, event, status) go over the aiohttp transport on the event
-loop (``scheduler.k8s.transport``); the rest (listings, leases, and those writes where
-the transport cannot reproduce the Configuration) through the official client in a
-thread pool."""
+loop (``scheduler.k8s.transport``); the rest (listings, reads, leases, and those writes
+where the transport cannot reproduce the Configuration) through the official client in
+a thread pool.
+
+Reads and listings go by path through the official client's connection pool
+(``KubeApi.get``), not through its generated API classes: importing those built
+pydantic validators for every method and took 0.85 s of each start (``CoreV1Api``
+alone 0.6 s), before the first bind. The classes are made on first use (``core``,
+``events``, ``coordination``): leases, and the writes of a Configuration the transport
+cannot serve."""
 
 from __future__ import annotations
 
@@ -17,9 +24,9 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
-from functools import partial
+from functools import cached_property, partial
 from typing import Any, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -27,7 +34,7 @@ from kubernetes.client.exceptions import ApiException
 from scheduler.k8s.credentials import default_kubeconfig
 from scheduler.k8s.ratelimit import TokenBucket
 from scheduler.k8s.settings import ClientSettings
-from scheduler.k8s.transport import ApiTransport
+from scheduler.k8s.transport import ApiTransport, request_headers
 from scheduler.k8s.transport import supports as transport_supports
 from scheduler.objects.pod import Pod
 
@@ -38,6 +45,8 @@ NOTE_LIMIT = 1024
 # Names the threads that make the official client's calls.
 WORKER_PREFIX = "kube-api"
 MERGE_PATCH = "application/merge-patch+json"
+# The collections the scheduler lists and watches over all namespaces.
+NODES_PATH, PODS_PATH = "/api/v1/nodes", "/api/v1/pods"
 
 
 class BindOutcome(Enum):
@@ -113,9 +122,6 @@ class KubeApi:
         # server that accepts and never answers must fail the call, not hang it.
         self.timeout = (settings.connect_timeout_s, settings.read_timeout_s)
         self.api_client = client.ApiClient(self.configuration)
-        self.core = client.CoreV1Api(self.api_client)
-        self.events = client.EventsV1Api(self.api_client)
-        self.coordination = client.CoordinationV1Api(self.api_client)
         self.limiter = TokenBucket(settings.qps, settings.burst)
         self.event_limiter = TokenBucket(settings.qps, settings.burst)
         # The Lease has a bucket of its own too (kube-scheduler gives leader election a
@@ -126,6 +132,60 @@ class KubeApi:
         self.transport: ApiTransport | None = None
         if transport_supports(self.configuration):
             self.transport = ApiTransport(self.api_client, settings.connections)
+
+    @cached_property
+    def core(self) -> client.CoreV1Api:
+        return client.CoreV1Api(self.api_client)
+
+    @cached_property
+    def events(self) -> client.EventsV1Api:
+        return client.EventsV1Api(self.api_client)
+
+    @cached_property
+    def coordination(self) -> client.CoordinationV1Api:
+        return client.CoordinationV1Api(self.api_client)
+
+    def on_core(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``CoreV1Api.<method>(*args, **kwargs)``, with the class made on first use.
+        For the worker threads: there its import does not stall the event loop."""
+        return getattr(self.core, method)(*args, **kwargs)
+
+    def get(
+        self,
+        path: str,
+        query: Mapping[str, str] | None = None,
+        timeout: tuple[float, float] | None = None,
+    ) -> Any:
+        """GET ``path`` (with ``query``) through the official client's pool, TLS,
+        proxy and credentials; returns its urllib3 response, unread. A non-2xx answer
+        raises ``ApiException`` as the generated methods do. Blocking: for a worker
+        thread (``get_json``) or a watch's own thread."""
+        url = str(self.configuration.host).rstrip("/") + path + (f"?{urlencode(query)}" if query else "")
+        headers = request_headers(self.api_client, "GET", path)
+        answer: Any = self.api_client.call_api(
+            "GET", url, header_params=headers, _request_timeout=timeout or self.timeout
+        )
+        if not 200 <= answer.status <= 299:
+            answer.read()
+            raise ApiException.from_response(http_resp=answer, body=None, data=None)
+        return answer.response
+
+    async def get_json(self, path: str, query: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """``get`` in a worker thread, the answer parsed (limited by the main bucket).
+        The thread reads the answer and gives its connection back to the pool: an
+        answer left for the event loop to read kept its connection out of the pool
+        while the loop was busy, and the pool opened, and dropped, extra ones."""
+
+        def fetch() -> dict[str, Any]:
+            response = self.get(path, query)
+            try:
+                body = response.read()
+            finally:
+                response.release_conn()
+            parsed: dict[str, Any] = json.loads(body)
+            return parsed
+
+        return await self.call(fetch)
 
     async def call(
         self, function: Callable[..., T], *args: Any, limiter: TokenBucket | None = None, **kwargs: Any
@@ -158,14 +218,14 @@ class KubeApi:
 
         return await self.call(fetch, limiter=limiter)
 
-    async def list_items(self, lister: Callable[..., Any]) -> list[dict[str, Any]]:
-        """A list call's items as plain JSON objects (faster than the client's models)."""
-        items, _version = await self.list_with_version(lister)
+    async def list_items(self, path: str) -> list[dict[str, Any]]:
+        """The items of a collection (``/api/v1/nodes``) as plain JSON objects."""
+        items, _version = await self.list_with_version(path)
         return items
 
-    async def list_with_version(self, lister: Callable[..., Any]) -> tuple[list[dict[str, Any]], str]:
+    async def list_with_version(self, path: str) -> tuple[list[dict[str, Any]], str]:
         """``list_items`` and the listing's resourceVersion (where a watch starts)."""
-        listing: dict[str, Any] = await self.call_unparsed(lister, parse=json.loads)
+        listing = await self.get_json(path)
         items: list[dict[str, Any]] = listing.get("items") or []
         return items, str((listing.get("metadata") or {}).get("resourceVersion") or "")
 
@@ -243,17 +303,16 @@ class KubeApi:
 
     async def _bind_outcome_after(self, pod: Pod, node: str, problem: str) -> BindResult:
         try:
-            current = await self.call(
-                self.core.read_namespaced_pod, pod.name, pod.namespace, _request_timeout=self.timeout
-            )
+            current = await self.get_json(pod_path(pod))
         except ApiException as error:
             if error.status == 404:
                 return BindResult(BindOutcome.POD_GONE, problem)
             return BindResult(BindOutcome.ERROR, problem)
         except Exception:
             return BindResult(BindOutcome.ERROR, problem)
-        bound_to = current.spec.node_name if current.spec else None
-        if current.metadata is not None and pod.uid and current.metadata.uid != pod.uid:
+        bound_to = (current.get("spec") or {}).get("nodeName")
+        uid = (current.get("metadata") or {}).get("uid")
+        if pod.uid and uid != pod.uid:
             return BindResult(BindOutcome.CONFLICT, f"{problem}; the pod was replaced")
         if bound_to == node:
             return BindResult(BindOutcome.BOUND)
@@ -265,8 +324,7 @@ class KubeApi:
 
     async def read_node(self, name: str) -> dict[str, Any]:
         """The node as JSON (raises ``ApiException``)."""
-        node: dict[str, Any] = await self.call_unparsed(self.core.read_node, name, parse=json.loads)
-        return node
+        return await self.get_json(f"/api/v1/nodes/{segment(name)}")
 
     async def patch_node_annotation(
         self, name: str, key: str, value: str | None, resource_version: str
@@ -279,7 +337,7 @@ class KubeApi:
                 "PATCH",
                 f"/api/v1/nodes/{segment(name)}",
                 patch,
-                partial(self.core.patch_node, name, patch, _content_type=MERGE_PATCH),
+                partial(self.on_core, "patch_node", name, patch, _content_type=MERGE_PATCH),
                 content_type=MERGE_PATCH,
             )
         except ApiException as error:
@@ -291,7 +349,7 @@ class KubeApi:
     async def pod_exists(self, namespace: str, name: str) -> bool:
         """Whether the pod exists (raises on anything but an answer)."""
         try:
-            await self.call_unparsed(self.core.read_namespaced_pod, name, namespace, parse=_ignore)
+            await self.get_json(f"/api/v1/namespaces/{segment(namespace)}/pods/{segment(name)}")
         except ApiException as error:
             if error.status == 404:
                 return False
@@ -366,7 +424,7 @@ class KubeApi:
                 "PATCH",
                 pod_path(pod, "status"),
                 patch,
-                partial(self.core.patch_namespaced_pod_status, pod.name, pod.namespace, patch),
+                partial(self.on_core, "patch_namespaced_pod_status", pod.name, pod.namespace, patch),
                 content_type="application/strategic-merge-patch+json",
             )
         except ApiException as error:
@@ -392,11 +450,11 @@ class KubeApi:
                 "DELETE",
                 pod_path(pod),
                 body,
-                partial(
-                    self.core.delete_namespaced_pod,
+                lambda **options: self.core.delete_namespaced_pod(
                     pod.name,
                     pod.namespace,
                     body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=pod.uid or None)),
+                    **options,
                 ),
             )
         except ApiException as error:
@@ -411,9 +469,7 @@ class KubeApi:
 
     async def list_pod_disruption_budgets(self) -> list[dict[str, Any]]:
         """Every PodDisruptionBudget (``policy/v1``) as JSON."""
-        return await self.list_items(
-            client.PolicyV1Api(self.api_client).list_pod_disruption_budget_for_all_namespaces
-        )
+        return await self.list_items("/apis/policy/v1/poddisruptionbudgets")
 
 
 def _ignore(body: bytes) -> None:  # noqa: ARG001 - read (so the connection can be reused) and dropped

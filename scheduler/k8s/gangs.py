@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.k8s.cache import TERMINAL_PHASES, pod_key
@@ -30,14 +29,8 @@ from scheduler.objects.pod_group import (
 log = logging.getLogger(__name__)
 
 
-def pod_group_lister(api_client: Any) -> Callable[..., Any]:
-    """Lists (or, with ``watch=True``, watches) PodGroups of every namespace."""
-    custom = client.CustomObjectsApi(api_client)
-
-    def list_pod_groups(**options: Any) -> Any:
-        return custom.list_cluster_custom_object(GROUP, VERSION, PLURAL, **options)
-
-    return list_pod_groups
+# PodGroups of every namespace, listed and watched.
+POD_GROUPS_PATH = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
 
 
 class GangIndex:
@@ -111,12 +104,12 @@ class GangIndex:
                 del self.members[group]
 
 
-async def list_pod_groups(list_with_version: Callable[..., Any], api_client: Any, index: GangIndex) -> str:
+async def list_pod_groups(list_with_version: Callable[..., Any], index: GangIndex) -> str:
     """List PodGroups into ``index``; returns the listing's resourceVersion ("" when
     the API server does not serve PodGroups: the watch then retries until it does)."""
     listed_at = index.clock()
     try:
-        items, version = await list_with_version(pod_group_lister(api_client))
+        items, version = await list_with_version(POD_GROUPS_PATH)
     except ApiException as error:
         if error.status != 404:
             raise

@@ -33,8 +33,8 @@ from typing import Any
 import kopf
 from kubernetes import client
 
-from scheduler.k8s.api import WORKER_PREFIX, KubeApi
-from scheduler.k8s.gangs import pod_group_lister
+from scheduler.k8s.api import NODES_PATH, PODS_PATH, WORKER_PREFIX, KubeApi
+from scheduler.k8s.gangs import POD_GROUPS_PATH
 from scheduler.k8s.gauges import refresh_gauges
 from scheduler.k8s.http import StartupDeadline, build_app, serve
 from scheduler.k8s.leader import LeaderElector
@@ -252,17 +252,15 @@ def start_scheduling(
         return (await runtime.list_and_apply())[kind]
 
     watches = [
-        ResourceWatch(
-            api, "pod", api.core.list_pod_for_all_namespaces, runtime.on_pod_event, partial(relist, "pods")
-        ),
-        ResourceWatch(api, "node", api.core.list_node, runtime.on_node_event, partial(relist, "nodes")),
+        ResourceWatch(api, "pod", PODS_PATH, runtime.on_pod_event, partial(relist, "pods")),
+        ResourceWatch(api, "node", NODES_PATH, runtime.on_node_event, partial(relist, "nodes")),
     ]
     tasks = [asyncio.create_task(w.run(versions[f"{w.kind}s"]), name=f"{w.kind}-watch") for w in watches]
     for kind in VOLUME_KINDS:
         watch = ResourceWatch(
             api,
             kind.kind,
-            kind.lister(api.api_client),
+            kind.path,
             partial(runtime.on_volume_event, kind),
             partial(relist, kind.plural),
         )
@@ -270,7 +268,7 @@ def start_scheduling(
     groups = ResourceWatch(
         api,
         "podgroup",
-        pod_group_lister(api.api_client),
+        POD_GROUPS_PATH,
         runtime.on_pod_group_event,
         partial(relist, "podgroups"),
     )

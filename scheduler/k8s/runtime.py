@@ -19,7 +19,7 @@ from typing import Any
 from scheduler.framework.preemption import PreemptionFailure
 from scheduler.framework.profile import Decision, NodeNarrowing, Profile, schedule_pod
 from scheduler.framework.status import Code
-from scheduler.k8s.api import BindOutcome, BindResult, KubeApi
+from scheduler.k8s.api import NODES_PATH, PODS_PATH, BindOutcome, BindResult, KubeApi
 from scheduler.k8s.cache import PodChange, SchedulerCache, pod_key
 from scheduler.k8s.gang_cycle import GANG_PLUGIN, schedule_gang
 from scheduler.k8s.gangs import GangIndex, list_pod_groups
@@ -158,18 +158,16 @@ class SchedulerRuntime:
         listed_at = time.monotonic()
         seen: dict[str, set[str]] = {}
         kinds = (
-            ("nodes", self.api.core.list_node, self.on_node_event),
-            ("namespaces", self.api.core.list_namespace, self.on_namespace_event),
-            ("pods", self.api.core.list_pod_for_all_namespaces, self.on_pod_event),
+            ("nodes", NODES_PATH, self.on_node_event),
+            ("namespaces", "/api/v1/namespaces", self.on_namespace_event),
+            ("pods", PODS_PATH, self.on_pod_event),
         )
         # Asked for at once (each in a worker thread), applied in this order: at 5,000
         # nodes one after another they were most of the time to the first decision.
-        listings = [asyncio.ensure_future(self.api.list_with_version(lister)) for _, lister, _ in kinds]
+        listings = [asyncio.ensure_future(self.api.list_with_version(path)) for _, path, _ in kinds]
         try:
-            versions = await list_volumes(self.api.list_with_version, self.api.api_client, self.volume_events)
-            versions["podgroups"] = await list_pod_groups(
-                self.api.list_with_version, self.api.api_client, self.gangs
-            )
+            versions = await list_volumes(self.api.list_with_version, self.volume_events)
+            versions["podgroups"] = await list_pod_groups(self.api.list_with_version, self.gangs)
             fetched = await asyncio.gather(*listings)
         finally:
             for listing in listings:

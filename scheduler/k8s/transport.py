@@ -28,6 +28,19 @@ REQUEST_TIMEOUT = aiohttp.ClientTimeout(total=70, sock_connect=10)
 AUTH_SETTINGS = ["BearerToken"]
 
 
+def request_headers(
+    api_client: client.ApiClient, method: str, path: str, content_type: str | None = None
+) -> dict[str, str]:
+    """A request's headers as the official client sends them: its default headers,
+    JSON, and the Configuration's token, refreshed by its hook (service account tokens
+    rotate)."""
+    headers = {**api_client.default_headers, "Accept": "application/json"}
+    if content_type is not None:
+        headers["Content-Type"] = content_type
+    api_client.update_params_for_auth(headers, None, AUTH_SETTINGS, path, method, None)
+    return headers
+
+
 def supports(configuration: client.Configuration) -> bool:
     """Whether ``ApiTransport`` reproduces how the official client would connect."""
     return not configuration.proxy and not isinstance(configuration.assert_hostname, str)
@@ -60,13 +73,6 @@ class ApiTransport:
         self.max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
 
-    def _headers(self, method: str, path: str, content_type: str) -> dict[str, str]:
-        headers = {**self.api_client.default_headers, "Accept": "application/json"}
-        headers["Content-Type"] = content_type
-        # The Configuration's token, refreshed by its hook (service account tokens rotate).
-        self.api_client.update_params_for_auth(headers, None, AUTH_SETTINGS, path, method, None)
-        return headers
-
     def _session_here(self) -> aiohttp.ClientSession:
         """The session, made on first use (it belongs to the running loop)."""
         if self._session is None or self._session.closed:
@@ -83,7 +89,7 @@ class ApiTransport:
             method,
             self.host + path,
             data=json.dumps(body).encode(),
-            headers=self._headers(method, path, content_type),
+            headers=request_headers(self.api_client, method, path, content_type),
             server_hostname=self.server_hostname,
         ) as response:
             answer = await response.read()

@@ -151,7 +151,9 @@ class VolumeBinder:
             }
             patch = {"metadata": metadata, "spec": {"claimRef": ref}}
             answer = await self.api.call_unparsed(
-                partial(self.api.core.patch_persistent_volume, volume.name, patch, _content_type=MERGE_PATCH),
+                partial(
+                    self.api.on_core, "patch_persistent_volume", volume.name, patch, _content_type=MERGE_PATCH
+                ),
                 parse=json.loads,
             )
             written[volume.name] = _version(str(answer.get("metadata", {}).get("resourceVersion", "")))
@@ -162,7 +164,8 @@ class VolumeBinder:
             }
             answer = await self.api.call_unparsed(
                 partial(
-                    self.api.core.patch_namespaced_persistent_volume_claim,
+                    self.api.on_core,
+                    "patch_namespaced_persistent_volume_claim",
                     claim.name,
                     claim.namespace,
                     patch,

@@ -11,8 +11,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes import client
-
 from scheduler.errors import SchedulerInputError
 from scheduler.objects.volume_manifest import (
     claim_from_manifest,
@@ -30,25 +28,14 @@ class VolumeKind:
     kind: str  # for log lines and the watch thread's name
     plural: str  # the listing's key
     namespaced: bool
-    lister: Callable[[Any], Callable[..., Any]]  # from the KubeApi's ApiClient
-
-
-def _storage(api_client: Any) -> client.StorageV1Api:
-    return client.StorageV1Api(api_client)
+    path: str  # the collection over all namespaces, listed and watched
 
 
 VOLUME_KINDS = (
-    VolumeKind(
-        "persistentvolumeclaim",
-        "persistentvolumeclaims",
-        True,
-        lambda c: client.CoreV1Api(c).list_persistent_volume_claim_for_all_namespaces,
-    ),
-    VolumeKind(
-        "persistentvolume", "persistentvolumes", False, lambda c: client.CoreV1Api(c).list_persistent_volume
-    ),
-    VolumeKind("storageclass", "storageclasses", False, lambda c: _storage(c).list_storage_class),
-    VolumeKind("csinode", "csinodes", False, lambda c: _storage(c).list_csi_node),
+    VolumeKind("persistentvolumeclaim", "persistentvolumeclaims", True, "/api/v1/persistentvolumeclaims"),
+    VolumeKind("persistentvolume", "persistentvolumes", False, "/api/v1/persistentvolumes"),
+    VolumeKind("storageclass", "storageclasses", False, "/apis/storage.k8s.io/v1/storageclasses"),
+    VolumeKind("csinode", "csinodes", False, "/apis/storage.k8s.io/v1/csinodes"),
 )
 
 
@@ -113,15 +100,13 @@ class VolumeEvents:
             self._delete(kind, key)
 
 
-async def list_volumes(
-    list_with_version: Callable[..., Any], api_client: Any, events: VolumeEvents
-) -> dict[str, str]:
+async def list_volumes(list_with_version: Callable[..., Any], events: VolumeEvents) -> dict[str, str]:
     """List the four kinds, apply them and drop what the listings no longer have;
     returns each listing's resourceVersion by plural (where its watch starts)."""
     versions: dict[str, str] = {}
     for kind in VOLUME_KINDS:
         listed_at = events.clock()
-        items, versions[kind.plural] = await list_with_version(kind.lister(api_client))
+        items, versions[kind.plural] = await list_with_version(kind.path)
         for item in items:
             events.apply(kind, "ADDED", item)
         events.resync(kind, {object_key(item, kind.namespaced) for item in items}, listed_at)

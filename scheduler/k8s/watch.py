@@ -6,8 +6,8 @@ machinery (a body wrapper, a worker task per object, handler matching) cost the 
 loop more CPU than scheduling a pod (py-spy, 1,000 pods bound at QPS 5000), and at
 start-up it replayed the whole node listing our own listing had already applied (6 s
 of the event loop for 5,000 nodes, before and while the first pods were scheduled).
-Here a thread per kind reads the stream with the official client's connection
-settings, decodes the lines, and hands the events to the event loop in batches, in
+Here a thread per kind reads the stream through the official client's connection
+pool (``KubeApi.get``, by path), decodes the lines, and hands the events to the event loop in batches, in
 order. Namespaces, few and rarely changed, stay on kopf.
 
 A watch starts at the resourceVersion of the runtime's listing and resumes from the
@@ -90,21 +90,21 @@ class LineDecoder:
 
 
 class ResourceWatch:
-    """Feeds ``deliver(type, object)`` from a watch of ``lister`` (an official client
-    list call over all namespaces, such as ``CoreV1Api.list_node``); ``relist()`` lists
-    again (applying what it finds) and returns the listing's resourceVersion."""
+    """Feeds ``deliver(type, object)`` from a watch of the collection at ``path`` (over
+    all namespaces, such as ``/api/v1/nodes``); ``relist()`` lists again (applying what
+    it finds) and returns the listing's resourceVersion."""
 
     def __init__(
         self,
         api: KubeApi,
         kind: str,
-        lister: Callable[..., Any],
+        path: str,
         deliver: Callable[[str, dict[str, Any]], None],
         relist: Callable[[], Awaitable[str]],
     ) -> None:
         self.api = api
         self.kind = kind  # "pod", "node": for log lines and the thread's name
-        self.lister = lister
+        self.path = path
         self.deliver = deliver
         self.relist = relist
         self._response: Any = None
@@ -182,14 +182,13 @@ class ResourceWatch:
         await finished
 
     def _stream(self, resource_version: str) -> Iterator[bytes]:
-        response: Any = self.lister(
-            watch=True,
-            resource_version=resource_version,
-            allow_watch_bookmarks=True,
-            timeout_seconds=WATCH_TIMEOUT_S,
-            _preload_content=False,
-            _request_timeout=(self.api.timeout[0], WATCH_TIMEOUT_S + 30),
-        )
+        query = {
+            "watch": "1",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(WATCH_TIMEOUT_S),
+        }
+        response: Any = self.api.get(self.path, query, (self.api.timeout[0], WATCH_TIMEOUT_S + 30))
         self._response = response
         try:
             yield from response.stream(amt=None, decode_content=False)

@@ -29,7 +29,7 @@ class Kind:
     """One kind's watch and the three writes that should come back through it."""
 
     name: str
-    lister: Callable[[client.CoreV1Api], Callable[..., Any]]
+    path: str  # the collection the watch reads
     create: Callable[[client.CoreV1Api], Any]
     label: Callable[[client.CoreV1Api], Any]
     delete: Callable[[client.CoreV1Api], Any]
@@ -44,7 +44,7 @@ def bare_node(name: str) -> dict[str, Any]:
 KINDS = [
     Kind(
         "pod",
-        lambda core: core.list_pod_for_all_namespaces,
+        "/api/v1/pods",
         lambda core: core.create_namespaced_pod(NAMESPACE, pod(NAME, NAMESPACE, "nobody")),
         lambda core: core.patch_namespaced_pod(NAME, NAMESPACE, {"metadata": {"labels": {"step": "2"}}}),
         lambda core: core.delete_namespaced_pod(
@@ -54,7 +54,7 @@ KINDS = [
     ),
     Kind(
         "node",
-        lambda core: core.list_node,
+        "/api/v1/nodes",
         lambda core: core.create_node(bare_node(f"{NAMESPACE}-{NAME}")),
         lambda core: core.patch_node(f"{NAMESPACE}-{NAME}", {"metadata": {"labels": {"step": "2"}}}),
         lambda core: core.delete_node(f"{NAMESPACE}-{NAME}"),
@@ -76,7 +76,6 @@ def test_events_after_the_listing_arrive_in_order(dev_cluster: Any, kind: Kind) 
     core = dev_cluster.core_v1()
     ensure_namespace(core, NAMESPACE)
     api = KubeApi(ClientSettings(kubeconfig=dev_cluster.kubeconfig), "watch-test", "test")
-    lister = kind.lister(api.core)
     seen: list[str] = []
     relists: list[str] = []
 
@@ -86,12 +85,12 @@ def test_events_after_the_listing_arrive_in_order(dev_cluster: Any, kind: Kind) 
 
     async def relist() -> str:  # a fresh listing's version is never gone
         relists.append("relisted")
-        _items, version = await api.list_with_version(lister)
+        _items, version = await api.list_with_version(kind.path)
         return version
 
     async def scenario() -> None:
-        _items, version = await api.list_with_version(lister)
-        watch = asyncio.create_task(ResourceWatch(api, kind.name, lister, deliver, relist).run(version))
+        _items, version = await api.list_with_version(kind.path)
+        watch = asyncio.create_task(ResourceWatch(api, kind.name, kind.path, deliver, relist).run(version))
         created = False
         try:
             await asyncio.to_thread(kind.create, core)

@@ -76,15 +76,12 @@ def test_gone_version_raises() -> None:
         decoder.feed(line("ERROR", status))
 
 
-def no_lister(**_: Any) -> None:
-    raise AssertionError("a scripted watch never calls the API")
-
-
 class ScriptedWatch(ResourceWatch):
     """A pod watch whose API server answers each watch call from a script."""
 
     def __init__(self, script: list[list[bytes]], relist_version: str, relist_failures: int = 0) -> None:
-        super().__init__(cast(KubeApi, None), "pod", no_lister, self.record, self.relist_now)
+        # The API is never called: the script answers each watch (``_stream``).
+        super().__init__(cast(KubeApi, None), "pod", "/api/v1/pods", self.record, self.relist_now)
         self.script = script
         self.relist_version = relist_version
         self.relist_failures = relist_failures
@@ -176,11 +173,13 @@ class SilentWatchServer:
             self.requested.set()
             time.sleep(self.silent_s)
 
-    def lister(self, **options: Any) -> Any:
-        connect, read = options["_request_timeout"]
+    def get(self, path: str, query: dict[str, str], timeout: tuple[float, float]) -> Any:
+        """``KubeApi.get``: the watch's request, to this server."""
+        connect, read = timeout
         return urllib3.PoolManager().request(
             "GET",
-            f"http://127.0.0.1:{self.port}/api/v1/pods?watch=1",
+            f"http://127.0.0.1:{self.port}{path}",
+            fields=query,
             preload_content=False,
             timeout=urllib3.Timeout(connect=connect, read=read),
         )
@@ -190,8 +189,8 @@ def test_stopping_an_idle_watch_does_not_wait_for_its_next_event() -> None:
     """Cancelling the watch's task (at shutdown) ends the thread's blocked read at once;
     it used to hold the event loop until the next event or the watch's timeout."""
     server = SilentWatchServer(silent_s=5.0)
-    api = cast(KubeApi, SimpleNamespace(timeout=(1.0, 30.0)))
-    watch = ResourceWatch(api, "pod", server.lister, lambda *_: None, no_relist)
+    api = cast(KubeApi, SimpleNamespace(timeout=(1.0, 30.0), get=server.get))
+    watch = ResourceWatch(api, "pod", "/api/v1/pods", lambda *_: None, no_relist)
 
     async def scenario() -> float:
         task = asyncio.create_task(watch.run("1"))
