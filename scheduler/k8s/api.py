@@ -6,18 +6,15 @@ loop (``scheduler.k8s.transport``); the rest (listings, reads, leases, and those
 where the transport cannot reproduce the Configuration) through the official client in
 a thread pool.
 
-Reads and listings go by path through the official client's connection pool
-(``KubeApi.get``), not through its generated API classes: importing those built
-pydantic validators for every method and took 0.85 s of each start (``CoreV1Api``
-alone 0.6 s), before the first bind. The classes are made on first use (``core``,
-``events``, ``coordination``): leases, and the writes of a Configuration the transport
-cannot serve."""
+Reads and listings go by path (``scheduler.k8s.reads``), not through the official
+client's generated API classes, whose import took 0.85 s of each start. The classes
+are made on first use (``core``, ``events``, ``coordination``): leases, and the writes
+of a Configuration the transport cannot serve."""
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -26,15 +23,17 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import cached_property, partial
 from typing import Any, TypeVar
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from scheduler.k8s.credentials import default_kubeconfig
+from scheduler.k8s import reads
+from scheduler.k8s.credentials import load_client_config
+from scheduler.k8s.first_listing import FirstListing
 from scheduler.k8s.ratelimit import TokenBucket
 from scheduler.k8s.settings import ClientSettings
-from scheduler.k8s.transport import ApiTransport, request_headers
+from scheduler.k8s.transport import ApiTransport
 from scheduler.k8s.transport import supports as transport_supports
 from scheduler.objects.pod import Pod
 
@@ -45,8 +44,6 @@ NOTE_LIMIT = 1024
 # Names the threads that make the official client's calls.
 WORKER_PREFIX = "kube-api"
 MERGE_PATCH = "application/merge-patch+json"
-# The collections the scheduler lists and watches over all namespaces.
-NODES_PATH, PODS_PATH = "/api/v1/nodes", "/api/v1/pods"
 
 
 class BindOutcome(Enum):
@@ -92,36 +89,28 @@ def truncate_note(message: str) -> str:
     return message if len(message) <= NOTE_LIMIT else message[: NOTE_LIMIT - 4] + " ..."
 
 
-def load_client_config(settings: ClientSettings) -> client.Configuration:
-    configuration = client.Configuration()
-    if settings.kubeconfig is not None:
-        config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=str(settings.kubeconfig), client_configuration=configuration
-        )
-    else:
-        try:
-            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        except config.ConfigException:
-            config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=default_kubeconfig(), client_configuration=configuration
-            )
-    # One connection per worker thread, and a few for the calls of the event loop's own.
-    configuration.connection_pool_maxsize = settings.workers + 4
-    # Our callers retry with a log line and a backoff; urllib3's own silent retries (3 by
-    # default) made an unreachable server cost four connect timeouts per logged attempt.
-    configuration.retries = 0
-    return configuration
-
-
 class KubeApi:
-    def __init__(self, settings: ClientSettings, scheduler_name: str, identity: str) -> None:
+    def __init__(
+        self,
+        settings: ClientSettings,
+        scheduler_name: str,
+        identity: str,
+        first_listing: FirstListing | None = None,
+    ) -> None:
+        """``first_listing``: listings already in flight (``rl-scheduler run`` starts
+        them before it imports the rest); its client becomes this one's."""
         self.scheduler_name = scheduler_name
         self.identity = identity
-        self.configuration = load_client_config(settings)
+        self.first_listing = first_listing
         # (connect, read) of every call through the official client but watches: a
         # server that accepts and never answers must fail the call, not hang it.
         self.timeout = (settings.connect_timeout_s, settings.read_timeout_s)
-        self.api_client = client.ApiClient(self.configuration)
+        if first_listing is not None:
+            self.api_client = first_listing.api_client
+            self.configuration = self.api_client.configuration
+        else:
+            self.configuration = load_client_config(settings)
+            self.api_client = client.ApiClient(self.configuration)
         self.limiter = TokenBucket(settings.qps, settings.burst)
         self.event_limiter = TokenBucket(settings.qps, settings.burst)
         # The Lease has a bucket of its own too (kube-scheduler gives leader election a
@@ -156,36 +145,12 @@ class KubeApi:
         query: Mapping[str, str] | None = None,
         timeout: tuple[float, float] | None = None,
     ) -> Any:
-        """GET ``path`` (with ``query``) through the official client's pool, TLS,
-        proxy and credentials; returns its urllib3 response, unread. A non-2xx answer
-        raises ``ApiException`` as the generated methods do. Blocking: for a worker
-        thread (``get_json``) or a watch's own thread."""
-        url = str(self.configuration.host).rstrip("/") + path + (f"?{urlencode(query)}" if query else "")
-        headers = request_headers(self.api_client, "GET", path)
-        answer: Any = self.api_client.call_api(
-            "GET", url, header_params=headers, _request_timeout=timeout or self.timeout
-        )
-        if not 200 <= answer.status <= 299:
-            answer.read()
-            raise ApiException.from_response(http_resp=answer, body=None, data=None)
-        return answer.response
+        """``reads.get`` with this client (blocking: for a watch's thread)."""
+        return reads.get(self.api_client, path, query, timeout or self.timeout)
 
-    async def get_json(self, path: str, query: Mapping[str, str] | None = None) -> dict[str, Any]:
-        """``get`` in a worker thread, the answer parsed (limited by the main bucket).
-        The thread reads the answer and gives its connection back to the pool: an
-        answer left for the event loop to read kept its connection out of the pool
-        while the loop was busy, and the pool opened, and dropped, extra ones."""
-
-        def fetch() -> dict[str, Any]:
-            response = self.get(path, query)
-            try:
-                body = response.read()
-            finally:
-                response.release_conn()
-            parsed: dict[str, Any] = json.loads(body)
-            return parsed
-
-        return await self.call(fetch)
+    async def get_json(self, path: str) -> dict[str, Any]:
+        """``reads.get_json`` in a worker thread (limited by the main bucket)."""
+        return await self.call(reads.get_json, self.api_client, path, self.timeout)
 
     async def call(
         self, function: Callable[..., T], *args: Any, limiter: TokenBucket | None = None, **kwargs: Any
@@ -224,10 +189,16 @@ class KubeApi:
         return items
 
     async def list_with_version(self, path: str) -> tuple[list[dict[str, Any]], str]:
-        """``list_items`` and the listing's resourceVersion (where a watch starts)."""
-        listing = await self.get_json(path)
-        items: list[dict[str, Any]] = listing.get("items") or []
-        return items, str((listing.get("metadata") or {}).get("resourceVersion") or "")
+        """``list_items`` and the listing's resourceVersion (where a watch starts). The
+        first listing of a path may already be in flight (``first_listing``): its answer
+        is taken once; if it failed, the path is listed again here."""
+        early = self.first_listing.take(path) if self.first_listing is not None else None
+        if early is not None:
+            try:
+                return await asyncio.wrap_future(early)
+            except Exception as error:  # listed again below; failures there are retried and logged
+                log.debug("the early listing of %s failed: %s", path, error)
+        return reads.listing(await self.get_json(path))
 
     async def _write(
         self,

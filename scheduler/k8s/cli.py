@@ -12,6 +12,9 @@ from scheduler.cli_values import COUNT, POSITIVE, existing_dir, existing_file, n
 from scheduler.errors import CommandLineError
 
 if TYPE_CHECKING:
+    from kubernetes import client
+
+    from scheduler.k8s.first_listing import FirstListing
     from scheduler.k8s.settings import Settings
 
 
@@ -43,17 +46,16 @@ def register(commands: Any) -> None:
     parser.set_defaults(handler=run)
 
 
-def check_credentials(args: argparse.Namespace, settings: Settings) -> None:
+def check_credentials(args: argparse.Namespace, settings: Settings) -> client.Configuration:
     """Load the client's credentials once before anything starts; none is one line
     naming where the kubeconfig was given (the option, or the settings' field)."""
     from kubernetes.config import ConfigException  # noqa: PLC0415
 
-    from scheduler.k8s.api import load_client_config  # noqa: PLC0415
-    from scheduler.k8s.credentials import kubeconfig_problem  # noqa: PLC0415
+    from scheduler.k8s.credentials import kubeconfig_problem, load_client_config  # noqa: PLC0415
     from scheduler.k8s.settings import SettingsError  # noqa: PLC0415
 
     try:
-        load_client_config(settings.client)
+        return load_client_config(settings.client)
     except ConfigException as error:
         problem = kubeconfig_problem(settings.client.kubeconfig, error)
         if args.kubeconfig is None and settings.client.kubeconfig is not None:
@@ -62,14 +64,9 @@ def check_credentials(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from scheduler.k8s.operator import (  # noqa: PLC0415 - keeps other commands light
-        configure_logging,
-        exit_past_blocked_calls,
-    )
-    from scheduler.k8s.operator import run as run_operator  # noqa: PLC0415
     from scheduler.k8s.settings import load_settings  # noqa: PLC0415
 
-    client: dict[str, Any] = {}
+    client_settings: dict[str, Any] = {}
     overrides: dict[str, Any] = {
         "scheduler_name": args.scheduler_name,
         "profile": args.profile,
@@ -82,15 +79,32 @@ def run(args: argparse.Namespace) -> int:
     for name in ("qps", "burst", "kubeconfig"):
         value = getattr(args, name)
         if value is not None:
-            client[name] = value
-    if client:
-        updates["client"] = settings.client.model_copy(update=client)
+            client_settings[name] = value
+    if client_settings:
+        updates["client"] = settings.client.model_copy(update=client_settings)
     if args.no_leader_elect:
         updates["leader_election"] = settings.leader_election.model_copy(update={"enabled": False})
     if updates:
         settings = settings.model_copy(update=updates)
-    check_credentials(args, settings)
+    first_listing = start_first_listing(check_credentials(args, settings), settings)
+    # Imported while the first listing is in flight (scheduler.k8s.first_listing).
+    from scheduler.k8s.operator import (  # noqa: PLC0415 - keeps other commands light
+        configure_logging,
+        exit_past_blocked_calls,
+    )
+    from scheduler.k8s.operator import run as run_operator  # noqa: PLC0415
+
     configure_logging(settings.log_level)
-    asyncio.run(run_operator(settings))
+    asyncio.run(run_operator(settings, first_listing))
     exit_past_blocked_calls(0)
     return 0
+
+
+def start_first_listing(configuration: client.Configuration, settings: Settings) -> FirstListing:
+    from kubernetes import client  # noqa: PLC0415
+
+    from scheduler.k8s import paths  # noqa: PLC0415
+    from scheduler.k8s.first_listing import FirstListing  # noqa: PLC0415
+
+    timeout = (settings.client.connect_timeout_s, settings.client.read_timeout_s)
+    return FirstListing(client.ApiClient(configuration), paths.LISTED, timeout)

@@ -11,6 +11,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kubernetes import client, config
+
+if TYPE_CHECKING:
+    from scheduler.k8s.settings import ClientSettings
 
 HOME_KUBECONFIG = "~/.kube/config"
 IN_CLUSTER_VARIABLE = "KUBERNETES_SERVICE_HOST"
@@ -36,3 +42,25 @@ def kubeconfig_problem(kubeconfig: Path | None, error: Exception) -> str:
     if not Path(HOME_KUBECONFIG).expanduser().is_file():
         return f"{where}, and no kubeconfig ({HOME_KUBECONFIG} absent); pass --kubeconfig or set KUBECONFIG"
     return f"{HOME_KUBECONFIG}: {error}"
+
+
+def load_client_config(settings: ClientSettings) -> client.Configuration:
+    """The client's Configuration from ``settings`` (raises ``ConfigException``)."""
+    configuration = client.Configuration()
+    if settings.kubeconfig is not None:
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=str(settings.kubeconfig), client_configuration=configuration
+        )
+    else:
+        try:
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        except config.ConfigException:
+            config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=default_kubeconfig(), client_configuration=configuration
+            )
+    # One connection per worker thread, and a few for the calls of the event loop's own.
+    configuration.connection_pool_maxsize = settings.workers + 4
+    # Our callers retry with a log line and a backoff; urllib3's own silent retries (3 by
+    # default) made an unreachable server cost four connect timeouts per logged attempt.
+    configuration.retries = 0
+    return configuration

@@ -15,10 +15,10 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from scheduler.k8s import paths
 from scheduler.k8s.cache import TERMINAL_PHASES, pod_key
 from scheduler.objects.pod_group import (
     GROUP,
-    PLURAL,
     VERSION,
     PodGroup,
     PodGroupError,
@@ -27,10 +27,6 @@ from scheduler.objects.pod_group import (
 )
 
 log = logging.getLogger(__name__)
-
-
-# PodGroups of every namespace, listed and watched.
-POD_GROUPS_PATH = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
 
 
 class GangIndex:
@@ -109,7 +105,7 @@ async def list_pod_groups(list_with_version: Callable[..., Any], index: GangInde
     the API server does not serve PodGroups: the watch then retries until it does)."""
     listed_at = index.clock()
     try:
-        items, version = await list_with_version(POD_GROUPS_PATH)
+        items, version = await list_with_version(paths.POD_GROUPS)
     except ApiException as error:
         if error.status != 404:
             raise

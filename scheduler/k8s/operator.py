@@ -33,9 +33,11 @@ from typing import Any
 import kopf
 from kubernetes import client
 
-from scheduler.k8s.api import NODES_PATH, PODS_PATH, WORKER_PREFIX, KubeApi
-from scheduler.k8s.gangs import POD_GROUPS_PATH
+from scheduler.k8s import paths
+from scheduler.k8s.api import WORKER_PREFIX, KubeApi
+from scheduler.k8s.first_listing import FirstListing
 from scheduler.k8s.gauges import refresh_gauges
+from scheduler.k8s.heap import freeze_start_heap
 from scheduler.k8s.http import StartupDeadline, build_app, serve
 from scheduler.k8s.leader import LeaderElector
 from scheduler.k8s.metrics import Metrics
@@ -165,10 +167,11 @@ async def run_kopf(
     await kopf.run_tasks(tasks, ignored=existing)
 
 
-async def run(settings: Settings) -> None:
+async def run(settings: Settings, early_listing: FirstListing | None = None) -> None:
+    # early_listing: what ``rl-scheduler run`` started listing before it imported this.
     metrics = Metrics()
     me = identity(settings)
-    api = KubeApi(settings.client, settings.scheduler_name, me)
+    api = KubeApi(settings.client, settings.scheduler_name, me, early_listing)
     policy = PolicyManager(
         settings, metrics, TypicalWorkload(settings.typical_pods_trace, settings.typical_pods_window)
     )
@@ -208,6 +211,7 @@ async def run(settings: Settings) -> None:
             runtime.experience.start()
         done, _ = await asyncio.wait([first_listing, stopper, kopf_task], return_when=asyncio.FIRST_COMPLETED)
         if first_listing in done:
+            freeze_start_heap()
             log.info(
                 "cache synced: %d nodes, %d pods placed",
                 len(runtime.cache.state),
@@ -252,8 +256,8 @@ def start_scheduling(
         return (await runtime.list_and_apply())[kind]
 
     watches = [
-        ResourceWatch(api, "pod", PODS_PATH, runtime.on_pod_event, partial(relist, "pods")),
-        ResourceWatch(api, "node", NODES_PATH, runtime.on_node_event, partial(relist, "nodes")),
+        ResourceWatch(api, "pod", paths.PODS, runtime.on_pod_event, partial(relist, "pods")),
+        ResourceWatch(api, "node", paths.NODES, runtime.on_node_event, partial(relist, "nodes")),
     ]
     tasks = [asyncio.create_task(w.run(versions[f"{w.kind}s"]), name=f"{w.kind}-watch") for w in watches]
     for kind in VOLUME_KINDS:
@@ -268,7 +272,7 @@ def start_scheduling(
     groups = ResourceWatch(
         api,
         "podgroup",
-        POD_GROUPS_PATH,
+        paths.POD_GROUPS,
         runtime.on_pod_group_event,
         partial(relist, "podgroups"),
     )

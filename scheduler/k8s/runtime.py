@@ -19,11 +19,13 @@ from typing import Any
 from scheduler.framework.preemption import PreemptionFailure
 from scheduler.framework.profile import Decision, NodeNarrowing, Profile, schedule_pod
 from scheduler.framework.status import Code
-from scheduler.k8s.api import NODES_PATH, PODS_PATH, BindOutcome, BindResult, KubeApi
+from scheduler.k8s import paths
+from scheduler.k8s.api import BindOutcome, BindResult, KubeApi
 from scheduler.k8s.cache import PodChange, SchedulerCache, pod_key
 from scheduler.k8s.gang_cycle import GANG_PLUGIN, schedule_gang
 from scheduler.k8s.gangs import GangIndex, list_pod_groups
 from scheduler.k8s.hami import NodeLocker, NodeLocks, allocation_text, bind_under_lock
+from scheduler.k8s.heap import collector_paused
 from scheduler.k8s.metrics import Metrics, attempts_label
 from scheduler.k8s.policy import ActiveProfile, PolicyManager
 from scheduler.k8s.preemptor import Preemptor, failed_scheduling_message
@@ -158,9 +160,9 @@ class SchedulerRuntime:
         listed_at = time.monotonic()
         seen: dict[str, set[str]] = {}
         kinds = (
-            ("nodes", NODES_PATH, self.on_node_event),
-            ("namespaces", "/api/v1/namespaces", self.on_namespace_event),
-            ("pods", PODS_PATH, self.on_pod_event),
+            ("nodes", paths.NODES, self.on_node_event),
+            ("namespaces", paths.NAMESPACES, self.on_namespace_event),
+            ("pods", paths.PODS, self.on_pod_event),
         )
         # Asked for at once (each in a worker thread), applied in this order: at 5,000
         # nodes one after another they were most of the time to the first decision.
@@ -172,14 +174,16 @@ class SchedulerRuntime:
         finally:
             for listing in listings:
                 listing.cancel()
-        for (kind, _, handler), (items, versions[kind]) in zip(kinds, fetched, strict=True):
-            for item in items:
-                handler("ADDED", item)
-            seen[kind] = (
-                {pod_key(item) for item in items}
-                if kind == "pods"
-                else {str(item["metadata"]["name"]) for item in items}
-            )
+        # The cache's objects live on: no collector passes over them while they are made.
+        with collector_paused():
+            for (kind, _, handler), (items, versions[kind]) in zip(kinds, fetched, strict=True):
+                for item in items:
+                    handler("ADDED", item)
+                seen[kind] = (
+                    {pod_key(item) for item in items}
+                    if kind == "pods"
+                    else {str(item["metadata"]["name"]) for item in items}
+                )
         for key in self.cache.resync(seen["pods"], seen["nodes"], listed_at):
             self.gangs.forget_pod(key)
             if self.queue.forget(key):

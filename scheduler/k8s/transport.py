@@ -22,23 +22,10 @@ import aiohttp
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from scheduler.k8s.reads import request_headers
+
 # Seconds a write may take: the API server ends a request after 60 s; connecting is quick.
 REQUEST_TIMEOUT = aiohttp.ClientTimeout(total=70, sock_connect=10)
-# How the generated client authenticates every core and events call.
-AUTH_SETTINGS = ["BearerToken"]
-
-
-def request_headers(
-    api_client: client.ApiClient, method: str, path: str, content_type: str | None = None
-) -> dict[str, str]:
-    """A request's headers as the official client sends them: its default headers,
-    JSON, and the Configuration's token, refreshed by its hook (service account tokens
-    rotate)."""
-    headers = {**api_client.default_headers, "Accept": "application/json"}
-    if content_type is not None:
-        headers["Content-Type"] = content_type
-    api_client.update_params_for_auth(headers, None, AUTH_SETTINGS, path, method, None)
-    return headers
 
 
 def supports(configuration: client.Configuration) -> bool:

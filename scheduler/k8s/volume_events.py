@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduler.errors import SchedulerInputError
+from scheduler.k8s import paths
 from scheduler.objects.volume_manifest import (
     claim_from_manifest,
     csi_node_from_manifest,
@@ -32,10 +33,10 @@ class VolumeKind:
 
 
 VOLUME_KINDS = (
-    VolumeKind("persistentvolumeclaim", "persistentvolumeclaims", True, "/api/v1/persistentvolumeclaims"),
-    VolumeKind("persistentvolume", "persistentvolumes", False, "/api/v1/persistentvolumes"),
-    VolumeKind("storageclass", "storageclasses", False, "/apis/storage.k8s.io/v1/storageclasses"),
-    VolumeKind("csinode", "csinodes", False, "/apis/storage.k8s.io/v1/csinodes"),
+    VolumeKind("persistentvolumeclaim", "persistentvolumeclaims", True, paths.PERSISTENT_VOLUME_CLAIMS),
+    VolumeKind("persistentvolume", "persistentvolumes", False, paths.PERSISTENT_VOLUMES),
+    VolumeKind("storageclass", "storageclasses", False, paths.STORAGE_CLASSES),
+    VolumeKind("csinode", "csinodes", False, paths.CSI_NODES),
 )
 
 

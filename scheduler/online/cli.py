@@ -84,8 +84,7 @@ def _nodes_from_api(kubeconfig: Path | None) -> Any:
     from kubernetes import client  # noqa: PLC0415 - the trainer alone needs the API client
     from kubernetes.config import ConfigException  # noqa: PLC0415
 
-    from scheduler.k8s.api import load_client_config  # noqa: PLC0415
-    from scheduler.k8s.credentials import kubeconfig_problem  # noqa: PLC0415
+    from scheduler.k8s.credentials import kubeconfig_problem, load_client_config  # noqa: PLC0415
     from scheduler.k8s.settings import ClientSettings  # noqa: PLC0415
     from scheduler.objects.node_manifest import node_from_manifest  # noqa: PLC0415
 

@@ -61,11 +61,15 @@ def action_mask(state: ClusterState, pod: Pod, filters: Sequence[FilterPlugin]) 
 
 
 class GraphBuilder:
-    """Features for one decision, cached between decisions by node version."""
+    """Features for one decision, cached between decisions by node version. With
+    ``edges=False`` no structure edges are built (``edge_index`` is empty): for a
+    caller that reads the statistics and the features only (the ``FgdReserve``
+    plugin); the edges took 0.1 s of a 5,000-node start."""
 
-    def __init__(self, typical: TypicalPods | None, degree: int = 4) -> None:
+    def __init__(self, typical: TypicalPods | None, degree: int = 4, edges: bool = True) -> None:
         self.typical = typical or TypicalPods((), ())
         self.degree = degree
+        self.edges = edges
         self.frag = FragDelta(self.typical)
         self.demand = WorkloadDemand.of(self.typical)
         self.supply = ClusterSupply.empty()
@@ -85,7 +89,8 @@ class GraphBuilder:
             self._serial = state.serial
             self._signatures.forget()
         if self._signatures.changed(state) or self._version.size != len(state):
-            self._edges = structure_edges(state, self.degree)
+            if self.edges:
+                self._edges = structure_edges(state, self.degree)
             self._version = np.full(len(state), -1, np.int64)
             self._node_x = np.zeros((len(state), len(NODE_FEATURES)), np.float32)
             self.supply = ClusterSupply.of(state, self.typical, self.demand)

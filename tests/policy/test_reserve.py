@@ -107,3 +107,21 @@ def test_the_teacher_scores_as_the_policy_features_describe_it(trace: str, fract
         if decision.scheduled:
             state.place(pod, decision.node, decision.gpu_indices)
     assert decisions > 100
+
+
+def test_the_profiles_teacher_builds_no_edges_and_scores_the_same() -> None:
+    """The ``FgdReserve`` plugin's builder skips the structure edges (the score never
+    reads them); the training stages' teacher keeps them, and both score alike."""
+    episode = make_episode(EpisodeSpec("default", 42, 0.05))
+    with_edges, plugin = ReserveScore(episode.typical), ReserveScore(episode.typical, edges=False)
+    profile = Profile("teacher", default_filters(), [WeightedScore(with_edges, 1)], with_edges, "first")
+    state, rng = episode.fresh_state(), np.random.default_rng(0)
+    for pod in episode.arrivals[:200]:
+        decision = schedule_pod(state, pod, profile, rng)
+        if decision.feasible.size:
+            expected = with_edges.values(state, pod, decision.feasible)
+            assert plugin.values(state, pod, decision.feasible) == pytest.approx(expected), pod.name
+        if decision.scheduled:
+            state.place(pod, decision.node, decision.gpu_indices)
+    assert with_edges.builder.edge_index.shape[1] > 0
+    assert plugin.builder.edge_index.shape[1] == 0

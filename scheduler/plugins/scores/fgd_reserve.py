@@ -62,8 +62,12 @@ class ReserveScore:
 
     name = "FgdReserve"
 
-    def __init__(self, typical: TypicalPods | None, weight: float = WEIGHT_POINTS_PER_CORE) -> None:
-        self.builder = GraphBuilder(typical)
+    def __init__(
+        self, typical: TypicalPods | None, weight: float = WEIGHT_POINTS_PER_CORE, edges: bool = True
+    ) -> None:
+        """``edges``: whether ``builder`` builds the graph's structure edges, which the
+        score itself never reads (the training stages read them off the builder)."""
+        self.builder = GraphBuilder(typical, edges=edges)
         self.fgd = FgdScore(self.builder.typical)
         self.weight = weight
 
@@ -101,4 +105,4 @@ class ReserveScore:
 
 def reserve_score(_args: PluginArgs, ctx: ProfileContext) -> ReserveScore:
     """The ``FgdReserve`` plugin (the registry imports this module only when used)."""
-    return ReserveScore(ctx.typical_pods)
+    return ReserveScore(ctx.typical_pods, edges=False)

@@ -1,0 +1,26 @@
+"""The collections the scheduler lists and watches, over all namespaces."""
+
+from __future__ import annotations
+
+from scheduler.objects.pod_group import GROUP, PLURAL, VERSION
+
+NODES = "/api/v1/nodes"
+NAMESPACES = "/api/v1/namespaces"
+PODS = "/api/v1/pods"
+PERSISTENT_VOLUME_CLAIMS = "/api/v1/persistentvolumeclaims"
+PERSISTENT_VOLUMES = "/api/v1/persistentvolumes"
+STORAGE_CLASSES = "/apis/storage.k8s.io/v1/storageclasses"
+CSI_NODES = "/apis/storage.k8s.io/v1/csinodes"
+POD_GROUPS = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
+
+# Everything a full listing (``SchedulerRuntime.list_and_apply``) asks for.
+LISTED = (
+    NODES,
+    NAMESPACES,
+    PODS,
+    PERSISTENT_VOLUME_CLAIMS,
+    PERSISTENT_VOLUMES,
+    STORAGE_CLASSES,
+    CSI_NODES,
+    POD_GROUPS,
+)
