@@ -1,7 +1,8 @@
 """Listings and reads go by path (``KubeApi.get``), through the official client's pool
 and credentials but not its generated API classes, whose import took 0.85 s of every
 start. Against a local HTTP server: what is asked, what comes back, and which modules
-the process has imported by then (in a fresh interpreter: other tests import them)."""
+the process has imported by then (in a fresh interpreter: other tests import them);
+and the first listings of ``rl-scheduler run``, started before the rest is imported."""
 
 from __future__ import annotations
 
@@ -65,11 +66,38 @@ SCRIPT = textwrap.dedent(
         return listed, missing, exists
 
     listed, missing, exists = asyncio.run(main())
+    asked_before = list(asked)
     generated = "kubernetes.client.api.core_v1_api" in sys.modules
     api.core  # made on first use
+    generated_after = "kubernetes.client.api.core_v1_api" in sys.modules
+
+    # Listings started early: each answer is taken once; a failed one is asked again.
+    from kubernetes import client
+    from scheduler.k8s.credentials import load_client_config
+    from scheduler.k8s.first_listing import FirstListing
+
+    asked.clear()
+    settings = ClientSettings(kubeconfig=config)
+    paths = ["/api/v1/nodes", "/api/v1/gone"]
+    early = FirstListing(client.ApiClient(load_client_config(settings)), paths, (5, 5))
+    later = KubeApi(settings, "reads-test", "tester", early)
+
+    async def early_then_later():
+        first = await later.list_with_version("/api/v1/nodes")
+        again = await later.list_with_version("/api/v1/nodes")
+        try:
+            await later.list_with_version("/api/v1/gone")
+            gone = None
+        except ApiException as error:
+            gone = error.status
+        await later.close()
+        return first == again, gone
+
+    same, gone = asyncio.run(early_then_later())
     print(json.dumps({
-        "listed": listed, "missing": missing, "exists": exists, "asked": asked,
-        "generated_before": generated, "generated_after": "kubernetes.client.api.core_v1_api" in sys.modules,
+        "listed": listed, "missing": missing, "exists": exists, "asked": asked_before,
+        "generated_before": generated, "generated_after": generated_after,
+        "early": {"same": same, "gone": gone, "asked": sorted(path for path, _ in asked)},
     }))
     """
 )
@@ -93,3 +121,9 @@ def test_listings_and_reads_go_by_path_without_the_generated_classes(tmp_path: P
         ["/api/v1/namespaces/x/pods/gone", "Bearer secret"],
     ]
     assert (seen["generated_before"], seen["generated_after"]) == (False, True)
+    # Nodes: once early, once more for the second listing; the failed one: early, then again.
+    assert seen["early"] == {
+        "same": True,
+        "gone": 404,
+        "asked": ["/api/v1/gone", "/api/v1/gone", "/api/v1/nodes", "/api/v1/nodes"],
+    }
