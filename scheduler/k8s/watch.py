@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import socket
 import threading
@@ -30,6 +29,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.k8s.api import KubeApi
+from scheduler.k8s.reads import parse_json
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class LineDecoder:
         if not line.strip():
             return None
         try:
-            message = json.loads(line)
+            message = parse_json(line)
             kind, obj = str(message["type"]), message["object"]
         except (ValueError, KeyError, TypeError) as error:
             log.warning("%s: skipped a line that is not a watch event (%s): %.200r", self.what, error, line)
