@@ -36,6 +36,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.watch.watch import iter_resp_lines
 
+from scheduler.k8s import paths
 from scheduler.k8s.api import BindOutcome, KubeApi
 from scheduler.k8s.reporting import Reporter
 from scheduler.k8s.settings import ClientSettings
@@ -166,7 +167,7 @@ async def main(args: argparse.Namespace) -> None:
         {"qps": args.qps, "burst": args.burst, "kubeconfig": args.kubeconfig}
     )
     api = KubeApi(settings, args.scheduler_name, "null-binder")
-    nodes = sorted(item["metadata"]["name"] for item in await api.list_items(api.core.list_node))
+    nodes = sorted(item["metadata"]["name"] for item in await api.list_items(paths.NODES))
     if not nodes:
         raise SystemExit("null binder: the cluster has no nodes")
     binder = NullBinder(api, nodes, events=args.events)

@@ -6,6 +6,9 @@ and build. ``rl-scheduler run`` starts the listings here, in threads of their ow
 before it imports the rest, so that both happen at once. The runtime's first
 ``list_and_apply`` takes each answer once (``KubeApi.list_with_version``); a listing
 that failed here is asked for again there, where failures are retried and logged.
+These eight requests do not wait on the client's QPS bucket (it does not exist yet):
+the API server sees them at once, as it would with any ``client.burst`` of 8 or more
+(kube-scheduler's default is 100).
 """
 
 from __future__ import annotations
