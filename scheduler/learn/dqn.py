@@ -28,9 +28,8 @@ from tqdm import tqdm
 
 from scheduler.learn.env import SchedulingEnv
 from scheduler.learn.options import DqnArgs
-from scheduler.learn.ppo import Step, logits_and_values, observed
-from scheduler.learn.seeding import start_training
-from scheduler.policy.checkpoint import Manifest, save_checkpoint
+from scheduler.learn.ppo import Episodes, Step, logits_and_values, observed
+from scheduler.learn.seeding import finish_training, start_training
 from scheduler.policy.config import ScorerConfig
 from scheduler.policy.model import NodeScorer
 
@@ -95,14 +94,14 @@ def main(args: DqnArgs) -> Path:
     rng, writer = start_training(args.seed, args.out)
 
     env = SchedulingEnv(args.traces, args.node_fraction, args.frag_coef)
-    episode_seed = args.seed * 1000
-    observation, info = env.reset(seed=episode_seed)
+    episodes = Episodes(env, writer, args.seed * 1000)
+    observation, info = episodes.first()
     model = q_network(args, observation["nodes"].shape[0])
     target = copy.deepcopy(model)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.learning_rate)
     buffer: deque[Transition] = deque(maxlen=args.buffer_size)
 
-    episode_return, episodes, loss_value = 0.0, 0, float("nan")
+    loss_value = float("nan")
     with tqdm(total=args.total_steps, desc="DQN decisions", disable=args.quiet) as bar:
         for global_step in range(args.total_steps):
             step = observed(observation, info)
@@ -112,18 +111,10 @@ def main(args: DqnArgs) -> Path:
                 with torch.no_grad():
                     q, _ = logits_and_values(model, [step])
                 step.action = int(torch.argmax(q))
-            observation, reward, terminated, truncated, info = env.step(int(step.candidates[step.action]))
-            done = terminated or truncated
-            buffer.append(Transition(step, float(reward), None if done else observed(observation, info)))
-            episode_return += reward
+            observation, reward, done, info = episodes.step(int(step.candidates[step.action]), global_step)
+            # At an episode's end the observation is the next episode's: no successor.
+            buffer.append(Transition(step, reward, None if done else observed(observation, info)))
             bar.update(1)
-            if done:
-                writer.add_scalar("charts/episodic_return", episode_return, global_step)
-                writer.add_scalar("charts/allocated_percent", info["allocated_percent"], global_step)
-                episodes += 1
-                episode_seed += 1
-                episode_return = 0.0
-                observation, info = env.reset(seed=episode_seed)
 
             if global_step >= args.learning_starts and global_step % args.train_frequency == 0:
                 picks = rng.choice(len(buffer), size=min(args.batch_size, len(buffer)), replace=False)
@@ -140,21 +131,19 @@ def main(args: DqnArgs) -> Path:
                     writer.add_scalar("charts/epsilon", epsilon(args, global_step), global_step)
             if global_step % args.target_network_frequency == 0:
                 soft_update(target, model, args.tau)
-    writer.close()
-    return save_checkpoint(
+    return finish_training(
+        writer,
         model,
-        args.out / "checkpoint",
-        Manifest(
-            training={
-                "stage": "dqn",
-                "kind": args.kind,
-                "traces": list(args.traces),
-                "node_fraction": args.node_fraction,
-                "first_episode_seed": args.seed * 1000,
-                "episodes_finished": episodes,
-                "decisions": args.total_steps,
-                "final_td_loss": None if np.isnan(loss_value) else loss_value,
-                "seconds": round(time.time() - started, 1),
-            }
-        ),
+        args.out,
+        {
+            "stage": "dqn",
+            "kind": args.kind,
+            "traces": list(args.traces),
+            "node_fraction": args.node_fraction,
+            "first_episode_seed": args.seed * 1000,
+            "episodes_finished": episodes.finished,
+            "decisions": args.total_steps,
+            "final_td_loss": None if np.isnan(loss_value) else loss_value,
+            "seconds": round(time.time() - started, 1),
+        },
     )

@@ -32,9 +32,10 @@ from tqdm import tqdm
 
 from scheduler.learn.episode import EpisodeSpec, make_episode, run_episode
 from scheduler.learn.options import EsArgs
+from scheduler.learn.seeding import finish_training
 from scheduler.objects.pod import Pod
 from scheduler.parallel import Workers, task_pool
-from scheduler.policy.checkpoint import Manifest, load_checkpoint, save_checkpoint
+from scheduler.policy.checkpoint import load_checkpoint
 from scheduler.policy.model import NodeScorer, numpy_scorer
 from scheduler.policy.plugin import GnnScore, model_profile
 from scheduler.state.cluster_state import ClusterState
@@ -214,25 +215,23 @@ def main(args: EsArgs, log_dir: Path | None = None) -> Path:
                 break
     set_vector(model, theta)
     seconds = time.time() - started
-    writer.close()
     training = dict(init.manifest.get("training") or {})
-    return save_checkpoint(
+    return finish_training(
+        writer,
         model,
-        args.out / "checkpoint",
-        Manifest(
-            training={
-                "stage": "es",
-                "imitation": training,
-                "traces": list(args.traces),
-                "node_fraction": args.node_fraction,
-                "generations": len(history),
-                "pairs": args.pairs,
-                "sigma": args.sigma,
-                "learning_rate": args.learning_rate,
-                "seed": args.seed,
-                "fitness": "mean GPU allocation (% of capacity) over the pod events with 95-130% arrived",
-                "history": history,
-                "seconds": round(seconds, 1),
-            }
-        ),
+        args.out,
+        {
+            "stage": "es",
+            "imitation": training,
+            "traces": list(args.traces),
+            "node_fraction": args.node_fraction,
+            "generations": len(history),
+            "pairs": args.pairs,
+            "sigma": args.sigma,
+            "learning_rate": args.learning_rate,
+            "seed": args.seed,
+            "fitness": "mean GPU allocation (% of capacity) over the pod events with 95-130% arrived",
+            "history": history,
+            "seconds": round(seconds, 1),
+        },
     )

@@ -25,14 +25,13 @@ from scheduler.framework.plugin import CycleContext
 from scheduler.framework.profile import Profile, WeightedScore
 from scheduler.learn.episode import EpisodeSpec, make_episode, run_episode
 from scheduler.learn.options import ImitationArgs
-from scheduler.learn.seeding import start_training
+from scheduler.learn.seeding import finish_training, start_training
 from scheduler.plugins.profiles import default_filters, register_profile
 from scheduler.plugins.registry import ProfileContext
 from scheduler.plugins.scores.fgd_reserve import ReserveScore
-from scheduler.policy.checkpoint import Manifest, save_checkpoint
 from scheduler.policy.config import PRIOR_POINTS, ScorerConfig
 from scheduler.policy.features import FGD_SCORE
-from scheduler.policy.graph import GraphBuilder
+from scheduler.policy.graph import GraphBuilder, PolicyInput
 from scheduler.policy.model import NodeScorer
 from scheduler.sim.synthetic import SyntheticSpec, run_synthetic
 from scheduler.state.cluster_state import IntArray
@@ -49,6 +48,19 @@ class Sample:
     pair_x: FloatArray
     pod_x: FloatArray
     target: FloatArray  # the teacher's residual (FGD points) for the candidates
+
+    @classmethod
+    def of(cls, policy_input: PolicyInput, target: FloatArray) -> Sample:
+        """A decision's inputs (its node rows copied: the builder reuses its array) and
+        the target for its candidates."""
+        return cls(
+            policy_input.node_x.copy(),
+            policy_input.edge_index,
+            policy_input.candidates,
+            policy_input.pair_x,
+            policy_input.pod_x,
+            target,
+        )
 
 
 @dataclass
@@ -80,16 +92,7 @@ class Recorder:
         builder: GraphBuilder = self.teacher.builder
         policy_input = builder.build(ctx.state, ctx.pod, chosen)
         target = self.teacher.residual(ctx.state, ctx.pod, chosen).astype(np.float32)
-        self.samples.append(
-            Sample(
-                policy_input.node_x.copy(),
-                policy_input.edge_index,
-                chosen,
-                policy_input.pair_x,
-                policy_input.pod_x,
-                target,
-            )
-        )
+        self.samples.append(Sample.of(policy_input, target))
 
     def select_gpus(self, ctx: CycleContext, node: int) -> tuple[int, ...]:
         return self.teacher.select_gpus(ctx, node)
@@ -185,22 +188,20 @@ def main(args: ImitationArgs) -> Path:
                 bar.update(1)
     seconds = time.time() - started
     writer.add_scalar("charts/seconds", seconds, 0)
-    writer.close()
-    return save_checkpoint(
+    return finish_training(
+        writer,
         model,
-        args.out / "checkpoint",
-        Manifest(
-            training={
-                "stage": "imitation",
-                "teacher": "fgd-reserve",
-                "traces": list(args.traces),
-                "episode_seeds": [args.seed * 1000 + i for i in range(args.episodes_per_trace)],
-                "node_fraction": args.node_fraction,
-                "synthetic_episodes": args.synthetic_episodes,
-                "decisions": len(samples),
-                "epochs": args.epochs,
-                "final_mse": float(np.mean(losses)) if samples else None,
-                "seconds": round(seconds, 1),
-            }
-        ),
+        args.out,
+        {
+            "stage": "imitation",
+            "teacher": "fgd-reserve",
+            "traces": list(args.traces),
+            "episode_seeds": [args.seed * 1000 + i for i in range(args.episodes_per_trace)],
+            "node_fraction": args.node_fraction,
+            "synthetic_episodes": args.synthetic_episodes,
+            "decisions": len(samples),
+            "epochs": args.epochs,
+            "final_mse": float(np.mean(losses)) if samples else None,
+            "seconds": round(seconds, 1),
+        },
     )

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import torch
+from torch.utils.tensorboard import SummaryWriter
 from torch_geometric.nn import global_mean_pool
 from torch_geometric.utils import scatter
 from torch_geometric.utils import softmax as grouped_softmax
@@ -29,8 +30,8 @@ from tqdm import tqdm
 
 from scheduler.learn.env import Observation, SchedulingEnv
 from scheduler.learn.options import PpoArgs
-from scheduler.learn.seeding import start_training
-from scheduler.policy.checkpoint import Manifest, load_checkpoint, save_checkpoint
+from scheduler.learn.seeding import finish_training, start_training
+from scheduler.policy.checkpoint import load_checkpoint
 from scheduler.policy.config import PER_NODE_KINDS, SCORER_KINDS, ScorerConfig
 from scheduler.policy.model import NodeScorer
 
@@ -47,6 +48,36 @@ class Step:
     value: float
     reward: float = 0.0
     done: bool = False
+
+
+@dataclass
+class Episodes:
+    """A training run's episodes, one after another, seeded from ``seed`` up: each
+    one's return is summed, and logged with its allocation when it ends."""
+
+    env: SchedulingEnv
+    writer: SummaryWriter
+    seed: int
+    finished: int = 0
+    episode_return: float = 0.0
+
+    def first(self) -> tuple[Observation, dict[str, Any]]:
+        return self.env.reset(seed=self.seed)
+
+    def step(self, node: int, global_step: int) -> tuple[Observation, float, bool, dict[str, Any]]:
+        """``env.step(node)`` as (observation, reward, done, info). At an episode's end
+        it is logged at ``global_step`` and the next episode's first decision comes back."""
+        observation, reward, terminated, truncated, info = self.env.step(node)
+        self.episode_return += reward
+        done = terminated or truncated
+        if done:
+            self.writer.add_scalar("charts/episodic_return", self.episode_return, global_step)
+            self.writer.add_scalar("charts/allocated_percent", info["allocated_percent"], global_step)
+            self.finished += 1
+            self.seed += 1
+            self.episode_return = 0.0
+            observation, info = self.env.reset(seed=self.seed)
+        return observation, float(reward), done, info
 
 
 def observed(observation: Observation, info: dict[str, Any]) -> Step:
@@ -151,9 +182,8 @@ def main(args: PpoArgs) -> Path:  # noqa: PLR0915 - one readable script, as Clea
         model = NodeScorer(config)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.learning_rate, eps=1e-5)
 
-    episode_seed = args.seed * 1000
-    observation, info = env.reset(seed=episode_seed)
-    episode_return, episodes = 0.0, 0
+    episodes = Episodes(env, writer, args.seed * 1000)
+    observation, info = episodes.first()
     updates = max(1, args.total_steps // args.num_steps)
     global_step = 0
     with tqdm(total=updates * args.num_steps, desc="PPO decisions", disable=args.quiet) as bar:
@@ -171,19 +201,12 @@ def main(args: PpoArgs) -> Path:  # noqa: PLR0915 - one readable script, as Clea
                     float(np.log(probs[position] + 1e-12)),
                     float(value),
                 )
-                observation, reward, terminated, truncated, info = env.step(int(candidates[position]))
-                step.reward, step.done = reward, terminated or truncated
-                rollout.append(step)
-                episode_return += reward
                 global_step += 1
+                observation, step.reward, step.done, info = episodes.step(
+                    int(candidates[position]), global_step
+                )
+                rollout.append(step)
                 bar.update(1)
-                if step.done:
-                    writer.add_scalar("charts/episodic_return", episode_return, global_step)
-                    writer.add_scalar("charts/allocated_percent", info["allocated_percent"], global_step)
-                    episodes += 1
-                    episode_seed += 1
-                    episode_return = 0.0
-                    observation, info = env.reset(seed=episode_seed)
 
             # GAE over the rollout; the value of the state after the last step bootstraps.
             with torch.no_grad():
@@ -226,19 +249,17 @@ def main(args: PpoArgs) -> Path:  # noqa: PLR0915 - one readable script, as Clea
             writer.add_scalar("losses/entropy", entropy.mean().item(), global_step)
             writer.add_scalar("charts/steps_per_second", global_step / (time.time() - started), global_step)
             writer.add_scalar("charts/update", update, global_step)
-    writer.close()
-    return save_checkpoint(
+    return finish_training(
+        writer,
         model,
-        args.out / "checkpoint",
-        Manifest(
-            training={
-                "stage": "ppo",
-                "traces": list(args.traces),
-                "node_fraction": args.node_fraction,
-                "first_episode_seed": args.seed * 1000,
-                "episodes_finished": episodes,
-                "decisions": global_step,
-                "seconds": round(time.time() - started, 1),
-            }
-        ),
+        args.out,
+        {
+            "stage": "ppo",
+            "traces": list(args.traces),
+            "node_fraction": args.node_fraction,
+            "first_episode_seed": args.seed * 1000,
+            "episodes_finished": episodes.finished,
+            "decisions": global_step,
+            "seconds": round(time.time() - started, 1),
+        },
     )

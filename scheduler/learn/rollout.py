@@ -38,11 +38,11 @@ from scheduler.framework.profile import Profile, WeightedScore, schedule_pod
 from scheduler.learn.episode import Episode, EpisodeSpec, make_episode, saturation_allocation
 from scheduler.learn.imitation import Sample, collate
 from scheduler.learn.options import RolloutArgs
-from scheduler.learn.seeding import start_training
+from scheduler.learn.seeding import finish_training, start_training
 from scheduler.parallel import Report, Workers, task_pool
 from scheduler.plugins.profiles import default_filters
 from scheduler.plugins.scores.fgd_reserve import ReserveScore
-from scheduler.policy.checkpoint import Manifest, load_checkpoint, save_checkpoint
+from scheduler.policy.checkpoint import load_checkpoint
 from scheduler.policy.model import NodeScorer
 from scheduler.sim.cli import _advance
 from scheduler.state.cluster_state import ClusterState, IntArray
@@ -190,14 +190,7 @@ def branch(task: BranchTask) -> Branched:
     for node, outcome in zip(branched, outcomes, strict=True):
         target[np.searchsorted(chosen, node)] = outcome
     policy_input = teacher.builder.build(state, pod, chosen)
-    sample = Sample(
-        policy_input.node_x.copy(),
-        policy_input.edge_index,
-        chosen,
-        policy_input.pair_x,
-        policy_input.pod_x,
-        target,
-    )
+    sample = Sample.of(policy_input, target)
     return Branched(sample, outcomes[0], max(outcomes))
 
 
@@ -327,25 +320,23 @@ def main(args: RolloutArgs) -> Path:
         final_loss = fit(model, samples, args, rng, writer, bar) if samples else float("nan")
     model.eval()
     seconds = time.time() - started
-    writer.close()
-    return save_checkpoint(
+    return finish_training(
+        writer,
         model,
-        args.out / "checkpoint",
-        Manifest(
-            training={
-                "stage": "rollout",
-                "base_policy": "fgd-reserve",
-                "init": dict(checkpoint.manifest.get("training") or {}),
-                "traces": list(args.traces),
-                "episode_seeds": [args.seed * 1000 + i for i in range(args.episodes_per_trace)],
-                "node_fraction": args.node_fraction,
-                "decisions_branched": len(results),
-                "decisions_with_a_lesson": len(samples),
-                "branches": args.branches,
-                "mean_best_branch_gain_points": float(np.mean(gains)) if gains else 0.0,
-                "epochs": args.epochs,
-                "final_loss": None if np.isnan(final_loss) else final_loss,
-                "seconds": round(seconds, 1),
-            }
-        ),
+        args.out,
+        {
+            "stage": "rollout",
+            "base_policy": "fgd-reserve",
+            "init": dict(checkpoint.manifest.get("training") or {}),
+            "traces": list(args.traces),
+            "episode_seeds": [args.seed * 1000 + i for i in range(args.episodes_per_trace)],
+            "node_fraction": args.node_fraction,
+            "decisions_branched": len(results),
+            "decisions_with_a_lesson": len(samples),
+            "branches": args.branches,
+            "mean_best_branch_gain_points": float(np.mean(gains)) if gains else 0.0,
+            "epochs": args.epochs,
+            "final_loss": None if np.isnan(final_loss) else final_loss,
+            "seconds": round(seconds, 1),
+        },
     )
