@@ -32,6 +32,7 @@ from scheduler.k8s import reads
 from scheduler.k8s.credentials import load_client_config
 from scheduler.k8s.first_listing import FirstListing
 from scheduler.k8s.ratelimit import TokenBucket
+from scheduler.k8s.reads import WORKER_PREFIX
 from scheduler.k8s.settings import ClientSettings
 from scheduler.k8s.transport import ApiTransport
 from scheduler.k8s.transport import supports as transport_supports
@@ -41,8 +42,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 # kube-scheduler truncates event notes to the API's limit.
 NOTE_LIMIT = 1024
-# Names the threads that make the official client's calls.
-WORKER_PREFIX = "kube-api"
 MERGE_PATCH = "application/merge-patch+json"
 
 

@@ -31,7 +31,7 @@ class FirstListing:
     def __init__(self, api_client: client.ApiClient, paths: Iterable[str], timeout: reads.Timeout) -> None:
         self.api_client = api_client
         wanted = list(paths)
-        executor = ThreadPoolExecutor(len(wanted), thread_name_prefix="first-listing")
+        executor = ThreadPoolExecutor(len(wanted), thread_name_prefix=f"{reads.WORKER_PREFIX}-first-listing")
         self._answers: dict[str, Future[Listing]] = {
             path: executor.submit(self._list, path, timeout) for path in wanted
         }

@@ -34,7 +34,7 @@ import kopf
 from kubernetes import client
 
 from scheduler.k8s import paths
-from scheduler.k8s.api import WORKER_PREFIX, KubeApi
+from scheduler.k8s.api import KubeApi
 from scheduler.k8s.first_listing import FirstListing
 from scheduler.k8s.gauges import refresh_gauges
 from scheduler.k8s.heap import freeze_start_heap
@@ -42,6 +42,7 @@ from scheduler.k8s.http import StartupDeadline, build_app, serve
 from scheduler.k8s.leader import LeaderElector
 from scheduler.k8s.metrics import Metrics
 from scheduler.k8s.policy import PolicyManager, TypicalWorkload
+from scheduler.k8s.reads import WORKER_PREFIX
 from scheduler.k8s.runtime import SchedulerRuntime
 from scheduler.k8s.settings import Settings
 from scheduler.k8s.startup import BACKOFF_MAX_S, BACKOFF_MIN_S, sync_until_served

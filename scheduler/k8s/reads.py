@@ -27,6 +27,9 @@ def parse_json(document: bytes) -> Any:
     return pydantic_core.from_json(document)
 
 
+# Names the threads that make the official client's calls: at exit, the scheduler does
+# not wait for one still blocked in a call (``operator.exit_past_blocked_calls``).
+WORKER_PREFIX = "kube-api"
 # How the generated client authenticates every core and events call.
 AUTH_SETTINGS = ["BearerToken"]
 Timeout = tuple[float, float]  # (connect, read) seconds

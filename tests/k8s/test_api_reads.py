@@ -127,3 +127,56 @@ def test_listings_and_reads_go_by_path_without_the_generated_classes(tmp_path: P
         "gone": 404,
         "asked": ["/api/v1/gone", "/api/v1/gone", "/api/v1/nodes", "/api/v1/nodes"],
     }
+
+
+SILENT_SERVER_EXIT = textwrap.dedent(
+    """
+    import logging, socket, sys, threading, time
+
+    from kubernetes import client
+
+    from scheduler.k8s import paths
+    from scheduler.k8s.credentials import load_client_config
+    from scheduler.k8s.first_listing import FirstListing
+    from scheduler.k8s.operator import exit_past_blocked_calls
+    from scheduler.k8s.settings import ClientSettings
+
+    logging.basicConfig(level="INFO", stream=sys.stdout)
+    listener = socket.create_server(("127.0.0.1", 0))
+    held = []
+
+    def accept_and_say_nothing():
+        while True:
+            connection, _ = listener.accept()
+            held.append(connection)
+
+    threading.Thread(target=accept_and_say_nothing, daemon=True).start()
+    config = sys.argv[1]
+    with open(config, "w") as out:
+        out.write(
+            "apiVersion: v1\\nkind: Config\\ncurrent-context: c\\n"
+            f"clusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{listener.getsockname()[1]}'}}}}]\\n"
+            "users: [{name: u, user: {token: secret}}]\\n"
+            "contexts: [{name: c, context: {cluster: c, user: u}}]\\n"
+        )
+    configuration = load_client_config(ClientSettings(kubeconfig=config))
+    FirstListing(client.ApiClient(configuration), [paths.NODES], (5.0, 120.0))
+    time.sleep(0.5)  # the listing is sent and waits for an answer that never comes
+    exit_past_blocked_calls(0)
+    print("returned: nothing was blocked")
+    """
+)
+
+
+def test_a_stop_does_not_wait_for_an_early_listing_the_server_never_answers(tmp_path: Path) -> None:
+    """The early listing's threads are API workers: stopping during a start against a
+    server that accepts and never answers leaves at once, not after the read timeout."""
+    result = subprocess.run(
+        [sys.executable, "-c", SILENT_SERVER_EXIT, str(tmp_path / "kubeconfig.yaml")],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,  # the listing's read timeout is 120 s
+    )
+    assert result.returncode == 0, result.stderr
+    assert "exiting without waiting for kube-api-first-listing_0" in result.stdout
