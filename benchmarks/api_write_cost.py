@@ -1,4 +1,4 @@
-"""CPU per API write of rl-scheduler's client, both paths side by side: the aiohttp
+"""CPU per API write of rl-scheduler's client, both paths side by side: the HTTP/1.1
 transport on the event loop and the official client in its thread pool (the path kept
 for proxies). It posts ``--events`` Events through ``KubeApi.post_event`` (the write
 made for every scheduled pod, as a bind is) by each path in turn, one at a time and all

@@ -1,7 +1,7 @@
 """The only place that talks to the Kubernetes API for writes: binds, events, pod
 status, leases. Every call waits on a token bucket with the configured QPS and burst
 (events have a bucket of their own, as kube-scheduler's event client does). The
-writes made per pod (bind, event, status) go over the aiohttp transport on the event
+writes made per pod (bind, event, status) go over the HTTP/1.1 transport on the event
 loop (``scheduler.k8s.transport``); the rest (listings, reads, leases, and those writes
 where the transport cannot reproduce the Configuration) through the official client in
 a thread pool.
@@ -209,7 +209,7 @@ class KubeApi:
         limiter: TokenBucket | None = None,
         content_type: str = "application/json",
     ) -> None:
-        """One write per scheduled pod (bind, event, status): through the aiohttp
+        """One write per scheduled pod (bind, event, status): through the HTTP/1.1
         transport where it serves this Configuration, else through ``official`` (the
         official client's method with its arguments bound). The answer is dropped;
         a non-2xx answer raises ``ApiException`` either way."""

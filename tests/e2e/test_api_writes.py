@@ -1,7 +1,7 @@
 """The writes the scheduler makes per pod (the bind, with HAMi's annotations and label on
 the Binding, event,
 PodScheduled condition) and the node lock's, as the API server sees them, through both
-paths of ``KubeApi``: the aiohttp transport and the official client (used where the
+paths of ``KubeApi``: the HTTP/1.1 transport and the official client (used where the
 transport cannot reproduce the Configuration)."""
 
 from __future__ import annotations
@@ -131,3 +131,24 @@ def test_the_node_lock_is_set_and_removed_only_at_the_version_read(
         assert NODE_LOCK_ANNOTATION not in annotations
     finally:
         core.delete_node(name)
+
+
+def test_new_connections_resume_the_first_connections_tls_session(dev_cluster: Any) -> None:
+    """Once a connection has read an answer (and with it the server's ticket), the
+    connections a burst opens resume its session instead of a full handshake."""
+    api = with_transport(KubeApi(ClientSettings(kubeconfig=dev_cluster.kubeconfig), "writes-test", "tester"))
+    transport = api.transport
+    assert transport is not None
+    assert transport.ssl is not None
+    review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    path = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+
+    async def scenario() -> None:
+        await transport.request("POST", path, review)
+        await asyncio.gather(*(transport.request("POST", path, review) for _ in range(4)))
+
+    run_then_close(api, scenario)
+    first, *burst = transport.ssl.recent_connections
+    assert not first.session_reused
+    assert len(burst) >= 3, "the concurrent requests opened connections of their own"
+    assert all(connection.session_reused for connection in burst)

@@ -1,4 +1,4 @@
-"""Which Configurations the aiohttp transport serves, and the TLS settings it takes
+"""Which Configurations the HTTP/1.1 transport serves, and the TLS settings it takes
 from them (the requests themselves are tested against an API server:
 tests/e2e/test_api_writes.py)."""
 
@@ -46,3 +46,14 @@ def test_tls_settings_follow_the_configuration(
 ) -> None:
     context = ssl_context(configuration(**fields))
     assert (context.check_hostname, context.verify_mode) == (check_hostname, verify_mode)
+
+
+def test_a_connection_mid_handshake_offers_no_session_to_resume() -> None:
+    context = ssl_context(configuration(verify_ssl=False))
+    first = context.wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO(), server_hostname="127.0.0.1")
+    with pytest.raises(ssl.SSLWantReadError):
+        first.do_handshake()  # its ClientHello is out; no answer yet
+    second = context.wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO(), server_hostname="127.0.0.1")
+    assert context.resumable_session() is None
+    assert second.session is None
+    assert context.recent_connections == (first, second)
