@@ -37,6 +37,10 @@ IntArray = npt.NDArray[np.int64]
 # Bins of the FGD simulator, in its order.
 Q1_LACK_BOTH, Q2_LACK_GPU, Q3_SATISFIED, Q4_LACK_CPU, XL_SATISFIED, XR_LACK_CPU, NO_ACCESS = range(7)
 _FRAGMENT_BINS = (Q1_LACK_BOTH, Q2_LACK_GPU, Q4_LACK_CPU, XL_SATISFIED, XR_LACK_CPU, NO_ACCESS)
+# Batches of at most this many states are answered from the memo; at most this many
+# states are remembered (then it starts again).
+MEMO_BATCH = 64
+MEMO_SIZE = 1 << 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +128,9 @@ class FragmentationModel:
         self._is_gpu = self._milli > 0
         self._models: tuple[str, ...] = ()
         self._access = typical.accessible(())
+        # F of states asked for in small batches: (CPU left, free GPU bytes, model) -> F.
+        self._memo: dict[tuple[int, bytes, int], float] = {}
+        self._memo_models: tuple[str, ...] = ()
 
     def _accessible(self, gpu_models: Sequence[str]) -> npt.NDArray[np.bool_]:
         if tuple(gpu_models) != self._models:
@@ -139,10 +146,43 @@ class FragmentationModel:
         gpu_models: Sequence[str],
     ) -> FloatArray:
         """F per state: ``cpu_left [B]``, ``gpu_left [B, G]`` (milli free per GPU, 0 for
-        absent GPUs), ``model_id [B]`` (index into ``gpu_models``, -1 unknown)."""
+        absent GPUs), ``model_id [B]`` (index into ``gpu_models``, -1 unknown).
+
+        A scheduler asks for a few states per decision (the node a pod just took, the
+        states a pod would leave), where numpy's per-call cost is most of the time, and
+        the same states come again (nodes of one type, filled alike). A batch of at
+        most ``MEMO_BATCH`` states is answered from a memo of the values computed
+        before; the rest are computed together as for any batch. Same floats either
+        way: F is a function of the state."""
         batch = cpu_left.shape[0]
         if not self._freq.size or batch == 0:
             return np.zeros(batch, np.float64)
+        if batch > MEMO_BATCH:
+            return self._frag_amount(cpu_left, gpu_left, model_id, gpu_models)
+        if tuple(gpu_models) != self._memo_models:
+            self._memo.clear()
+            self._memo_models = tuple(gpu_models)
+        keys = [
+            (int(c), row.tobytes(), int(m)) for c, row, m in zip(cpu_left, gpu_left, model_id, strict=True)
+        ]
+        memo = self._memo
+        missing = [i for i, key in enumerate(keys) if key not in memo]
+        if missing:
+            if len(memo) + len(missing) > MEMO_SIZE:
+                memo.clear()
+            rows = np.array(missing, np.int64)
+            computed = self._frag_amount(cpu_left[rows], gpu_left[rows], model_id[rows], gpu_models)
+            for i, value in zip(missing, computed.tolist(), strict=True):
+                memo[keys[i]] = value
+        return np.array([memo[key] for key in keys], np.float64)
+
+    def _frag_amount(
+        self,
+        cpu_left: IntArray,
+        gpu_left: IntArray,
+        model_id: IntArray,
+        gpu_models: Sequence[str],
+    ) -> FloatArray:
         idle = gpu_left.sum(axis=1)  # [B]
         fits_gpu = gpu_left[:, None, :] >= self._milli[None, :, None]  # [B, T, G]
         can_host = fits_gpu.sum(axis=2) >= self._count[None, :]  # [B, T]

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from scheduler.state.fragmentation import FragmentationModel, PodShape, TypicalPods, typical_pods
+from scheduler.state.fragmentation import MEMO_BATCH, FragmentationModel, PodShape, TypicalPods, typical_pods
 
 
 def frag(
@@ -93,3 +93,26 @@ def test_typical_pods_cover_95_percent_and_renormalise() -> None:
 def test_typical_pods_break_count_ties_by_shape_descending() -> None:
     typical = typical_pods([PodShape(1, 0, 0), PodShape(2, 0, 0)], popularity_percent=100)
     assert typical.shapes == (PodShape(2, 0, 0), PodShape(1, 0, 0))
+
+
+def test_small_batches_from_the_memo_equal_one_large_batch() -> None:
+    """Batches of at most MEMO_BATCH states are answered from a memo: the same floats as
+    the states computed in one batch, for repeated states, and after the GPU model list
+    changes (model ids then mean other models)."""
+    typical = TypicalPods(
+        (PodShape(4000, 500, 1, "V100M16"), PodShape(8000, 1000, 2), PodShape(2000, 0, 0)), (0.5, 0.3, 0.2)
+    )
+    rng = np.random.default_rng(7)
+    states = 3 * MEMO_BATCH
+    cpu = rng.choice([0, 2000, 6000, 16000], states).astype(np.int64)
+    gpus = rng.choice([0, 250, 500, 1000], (states, 4)).astype(np.int64)
+    models = rng.integers(-1, 2, states).astype(np.int64)
+    memo = FragmentationModel(typical)
+    for gpu_models in (["V100M16", "T4"], ["T4", "V100M16"]):
+        whole = FragmentationModel(typical).frag_amount(cpu, gpus, models, gpu_models)
+        for size in (1, 5, MEMO_BATCH):
+            for start in range(0, states, size):
+                part = slice(start, start + size)
+                small = memo.frag_amount(cpu[part], gpus[part], models[part], gpu_models)
+                np.testing.assert_array_equal(small, whole[part])
+        assert len(set(whole.tolist())) > 5  # the states differ in F
