@@ -73,10 +73,10 @@ class ClientSettings(BaseModel):
     burst: int = Field(100, ge=1, description="requests allowed above qps in a burst (kube-scheduler: 100)")
     workers: int = Field(16, ge=1, le=256, description="threads for listings, leases and other calls")
     connections: int = Field(
-        256,
+        64,
         ge=1,
         le=1024,
-        description="concurrent binds, events and status writes (kube-scheduler's are not capped)",
+        description="connections for binds, events and status writes, one write in flight on each",
     )
     kubeconfig: Path | None = Field(None, description="kubeconfig file; in-cluster config when unset")
     connect_timeout_s: float = Field(
