@@ -46,7 +46,7 @@ class TorchScore:
             pair_x, _ = self.builder.pair_features(state, pod, nodes)
             node_x = torch.from_numpy(self.builder.node_features(state))
             edges = torch.from_numpy(self.builder.edge_index)
-            pod_x = torch.from_numpy(self.builder.pod_features(pod, state))
+            pod_x = torch.from_numpy(self.builder.pod_features(pod, state).copy())
             logits = self.model(node_x, edges, torch.from_numpy(nodes), torch.from_numpy(pair_x), pod_x)
             values: FloatArray = quantize(logits, self.model.config.score_step).numpy()
         return values

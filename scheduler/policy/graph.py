@@ -36,6 +36,9 @@ from scheduler.policy.workload import ClusterSupply, WorkloadDemand
 from scheduler.state.cluster_state import ClusterState, IntArray
 from scheduler.state.fragmentation import TypicalPods
 
+# Pod rows kept (then made again): a cluster's pods come in a few dozen requests.
+MAX_POD_ROWS = 1024
+
 
 @dataclass(frozen=True)
 class PolicyInput:
@@ -78,6 +81,8 @@ class GraphBuilder:
         self._node_x = np.zeros((0, len(NODE_FEATURES)), np.float32)
         self._edges = np.zeros((2, 0), np.int64)
         self._signatures = SignatureWatch()
+        # Pod rows by what they are made of, for the current supply statistics.
+        self._pod_rows: dict[tuple[int, int, int, int, bool], FloatArray] = {}
 
     # ---- per state ------------------------------------------------------------------
 
@@ -94,6 +99,7 @@ class GraphBuilder:
             self._version = np.full(len(state), -1, np.int64)
             self._node_x = np.zeros((len(state), len(NODE_FEATURES)), np.float32)
             self.supply = ClusterSupply.of(state, self.typical, self.demand)
+            self._pod_rows.clear()
 
     def cpu_demand_and_supply(self, state: ClusterState) -> tuple[float, float]:
         """Cores per GPU the typical workload asks (GPU and CPU-only pods together, per
@@ -122,9 +128,19 @@ class GraphBuilder:
     # ---- per pod --------------------------------------------------------------------
 
     def pod_features(self, pod: Pod, state: ClusterState) -> FloatArray:
-        """``[len(POD_FEATURES)]``."""
+        """``[len(POD_FEATURES)]``, read-only: made once per pod request (CPU, memory,
+        GPU share, count, whether it names models) until the supply statistics change."""
         self._sync(state)
-        return pod_row(pod, self.demand, self.supply)
+        gpu = pod.gpu
+        key = (pod.cpu_milli, pod.memory, gpu.milli_per_gpu, gpu.count, bool(gpu.models))
+        row = self._pod_rows.get(key)
+        if row is None:
+            if len(self._pod_rows) >= MAX_POD_ROWS:
+                self._pod_rows.clear()
+            row = pod_row(pod, self.demand, self.supply)
+            row.flags.writeable = False
+            self._pod_rows[key] = row
+        return row
 
     def pair_features(self, state: ClusterState, pod: Pod, nodes: IntArray) -> tuple[FloatArray, IntArray]:
         """``([K, len(PAIR_FEATURES)], gpu choice [K])`` for placing ``pod`` on ``nodes``."""
@@ -138,6 +154,6 @@ class GraphBuilder:
             edge_index=self._edges,
             candidates=nodes,
             pair_x=pair_x,
-            pod_x=self.pod_features(pod, state),
+            pod_x=self.pod_features(pod, state).copy(),  # training tensors are made from it
             gpu_choice=gpu_choice,
         )

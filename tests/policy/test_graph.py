@@ -204,3 +204,24 @@ def test_nodes_of_one_dev_cluster_rack_are_linked() -> None:
     state = make_state([node_from_manifest(devnodes.node_manifest(s)) for s in specs])
     pairs = {(int(a), int(b)) for a, b in structure_edges(state, degree=2).T}
     assert pairs == {(0, 1), (1, 0)}
+
+
+def test_a_pod_request_row_is_kept_until_the_cluster_supply_changes() -> None:
+    """The row is made once per request (another pod asking the same gets it, read-only)
+    and made again when a new node changes the cluster's cores per GPU."""
+    state = small_state()
+    builder = GraphBuilder(TYPICAL)
+    first = builder.pod_features(make_pod("a", cpu="2", memory="4Gi", gpus=1, gpu_milli=300), state)
+    same = builder.pod_features(make_pod("b", cpu="2", memory="4Gi", gpus=1, gpu_milli=300), state)
+    other = builder.pod_features(make_pod("c", cpu="2", memory="4Gi", gpus=1, gpu_milli=400), state)
+    assert same is first
+    assert not np.array_equal(other, first)
+    with pytest.raises(ValueError, match="read-only"):
+        first[0] = 1.0
+    state.add_node(make_node("n4", cpu="64", memory="64Gi", gpus=1, model="T4"))
+    again = builder.pod_features(make_pod("a", cpu="2", memory="4Gi", gpus=1, gpu_milli=300), state)
+    fresh = GraphBuilder(TYPICAL).pod_features(
+        make_pod("a", cpu="2", memory="4Gi", gpus=1, gpu_milli=300), state
+    )
+    assert np.array_equal(again, fresh)
+    assert not np.array_equal(again, first)
