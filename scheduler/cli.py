@@ -18,10 +18,6 @@ from scheduler import __version__
 from scheduler.cli_values import CommandLineParser
 from scheduler.errors import CommandLineError, SchedulerInputError
 from scheduler.k8s import cli as run_cli
-from scheduler.learn import cli as learn_cli
-from scheduler.online import cli as online_cli
-from scheduler.sim import cli as sim_cli
-from scheduler.sim import timeline_cli
 
 
 @dataclass(frozen=True)
@@ -56,11 +52,14 @@ EXTRAS = (LEARN, PLOTS, OPERATOR, RAY, TUNE)
 def needed_extras(args: argparse.Namespace) -> list[Extra]:
     """The extras a parsed command line needs; plots only where a plot is drawn."""
     plots = [] if getattr(args, "synthetic", False) else [PLOTS]
-    # The learned policy runs in numpy from safetensors (the operator extra).
-    replayed = {"simulate": sim_cli.chosen_policies, "timeline": timeline_cli.chosen_policies}.get(
-        args.command
-    )
-    learned = [OPERATOR] if replayed is not None and sim_cli.LEARNED in replayed(args) else []
+    learned = []
+    if args.command in ("simulate", "timeline"):
+        from scheduler.sim import cli as sim_cli  # noqa: PLC0415
+        from scheduler.sim import timeline_cli  # noqa: PLC0415
+
+        replayed = sim_cli.chosen_policies if args.command == "simulate" else timeline_cli.chosen_policies
+        # The learned policy runs in numpy from safetensors (the operator extra).
+        learned = [OPERATOR] if sim_cli.LEARNED in replayed(args) else []
     ray = [RAY] if getattr(args, "ray_address", None) is not None else []
     return {
         "run": [OPERATOR],
@@ -94,11 +93,21 @@ def extra_of(module: str | None) -> Extra | None:
     return next((extra for extra in EXTRAS if top in extra.modules), None)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """Every command's parser; only ``run``'s when ``argv`` starts with it. The other
+    commands' modules import numpy, the profiles and the trace reader (0.5 s), and the
+    scheduler's start asks for its first listing only once its command line is read."""
     parser = CommandLineParser(prog="rl-scheduler", description="A learned second scheduler for Kubernetes.")
     parser.add_argument("--version", action="version", version=f"rl-scheduler {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run_cli.register(commands)
+    if list(argv[:1]) == ["run"]:
+        return parser
+    from scheduler.learn import cli as learn_cli  # noqa: PLC0415
+    from scheduler.online import cli as online_cli  # noqa: PLC0415
+    from scheduler.sim import cli as sim_cli  # noqa: PLC0415
+    from scheduler.sim import timeline_cli  # noqa: PLC0415
+
     online_cli.register(commands)
     sim_cli.register(commands)
     timeline_cli.register(commands)
@@ -107,8 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(argv).parse_args(argv)
     except SystemExit as done:  # --help, --version, or one line on a bad option (status 2)
         return done.code if isinstance(done.code, int) else 2
     lacking = missing_extra(args)

@@ -1,0 +1,39 @@
+"""The command line's parser: ``run`` alone imports nothing of the other commands (its
+start asks for the first listing once its command line is read), every other command
+line sees every command."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from scheduler.cli import build_parser
+
+COMMANDS = {"run", "trainer", "policy", "simulate", "timeline", "train", "evaluate", "tune"}
+
+
+def test_run_builds_its_parser_without_the_other_commands_modules() -> None:
+    code = (
+        "import sys\n"
+        "from scheduler.cli import build_parser\n"
+        "build_parser(['run']).parse_args(['run', '--no-leader-elect'])\n"
+        "heavy = ('numpy', 'scheduler.learn', 'scheduler.sim', 'scheduler.online')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("argv", [[], ["simulate"], ["--version"], ["runx"]])
+def test_other_command_lines_see_every_command(argv: list[str]) -> None:
+    commands = next(a for a in build_parser(argv)._actions if a.dest == "command")
+    assert set(commands.choices) >= COMMANDS  # type: ignore[arg-type]
+
+
+def test_run_alone_has_run_only() -> None:
+    commands = next(a for a in build_parser(["run"])._actions if a.dest == "command")
+    assert set(commands.choices) == {"run"}  # type: ignore[arg-type]
