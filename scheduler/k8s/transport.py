@@ -126,13 +126,20 @@ class ApiTransport:
     def __init__(self, api_client: client.ApiClient, max_connections: int) -> None:
         self.api_client = api_client
         configuration = api_client.configuration
-        host = str(configuration.host).rstrip("/")
-        self.ssl: ResumingContext | None = ssl_context(configuration) if host.startswith("https:") else None
-        self.pool = ConnectionPool(
-            host,
+        self.host = str(configuration.host).rstrip("/")
+        self.server_hostname = configuration.tls_server_name or None
+        self.ssl: ResumingContext | None = (
+            ssl_context(configuration) if self.host.startswith("https:") else None
+        )
+        self.max_connections = max_connections
+        self.pool = self._new_pool()
+
+    def _new_pool(self) -> ConnectionPool:
+        return ConnectionPool(
+            self.host,
             self.ssl,
-            configuration.tls_server_name or None,
-            max_connections,
+            self.server_hostname,
+            self.max_connections,
             CONNECT_TIMEOUT_S,
             REQUEST_TIMEOUT_S,
         )
@@ -151,4 +158,7 @@ class ApiTransport:
             )
 
     async def close(self) -> None:
-        await self.pool.close()
+        """Close the connections; a later request opens new ones (in the loop then
+        running: a test's ``asyncio.run``, say)."""
+        closing, self.pool = self.pool, self._new_pool()
+        await closing.close()

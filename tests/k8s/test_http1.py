@@ -10,8 +10,10 @@ import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
+from kubernetes import client
 
 from scheduler.k8s.http1 import ConnectionPool, HttpProtocolError, Response, ResponseReader
+from scheduler.k8s.transport import ApiTransport
 
 ANSWERS = [
     (
@@ -301,3 +303,24 @@ def test_a_header_value_with_a_line_break_is_refused() -> None:
 
     with pytest.raises(ValueError, match="header Authorization has a line break"):
         asyncio.run(scenario())
+
+
+def test_the_transport_writes_again_after_a_close_in_another_loop() -> None:
+    """``KubeApi.close`` closes the transport's connections; a later write, in the loop
+    running then, opens new ones (as aiohttp's session was made again)."""
+
+    async def serve_twice() -> tuple[LocalServer, list[bytes]]:
+        async with serving(ok) as (server, url):
+            transport = ApiTransport(client.ApiClient(client.Configuration(host=url)), 2)
+
+            async def write_then_close() -> None:
+                await transport.request("POST", "/api/v1/namespaces/a/events", {"reason": "x"})
+                await transport.close()
+
+            await asyncio.to_thread(asyncio.run, write_then_close())
+            await asyncio.to_thread(asyncio.run, write_then_close())
+            return server, server.requests
+
+    server, requests = asyncio.run(serve_twice())
+    assert server.connections == 2
+    assert [r.split(b"\r\n", 1)[0] for r in requests] == [b"POST /api/v1/namespaces/a/events HTTP/1.1"] * 2
