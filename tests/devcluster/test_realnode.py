@@ -116,3 +116,31 @@ def test_mounts_under(
 
     monkeypatch.setattr(host, "Path", path)
     assert host.mounts_under([Path(r) for r in roots]) == expected
+
+
+JUMP = (
+    '-A POSTROUTING -s 10.244.0.5/32 -m comment --comment "name: \\"rl-devcluster\\" id: \\"ab12\\"" '
+    "-j CNI-77db82f84d8fbc943d7b0c81"
+)
+OWN = (
+    '-A CNI-77db82f84d8fbc943d7b0c81 ! -d 224.0.0.0/4 -m comment --comment "name: \\"rl-devcluster\\" '
+    'id: \\"ab12\\"" -j MASQUERADE'
+)
+OTHER_NETWORK = (
+    '-A CNI-0123456789abcdef01234567 -m comment --comment "name: \\"podman\\" id: \\"cd34\\"" -j ACCEPT'
+)
+
+
+@pytest.mark.parametrize(
+    ("rules", "jumps", "chains"),
+    [
+        ([JUMP, OWN], [JUMP], ["CNI-77db82f84d8fbc943d7b0c81"]),
+        ([OWN], [], ["CNI-77db82f84d8fbc943d7b0c81"]),  # a DEL cut short: the jump went, the chain stayed
+        ([OTHER_NETWORK, ":CNI-8de055173f8ecdedb323de8a - [0:0]"], [], []),  # not ours to remove
+    ],
+    ids=["jump-and-chain", "chain-only", "other-networks"],
+)
+def test_the_bridge_plugin_s_leftover_chains_of_our_network_are_found(
+    rules: list[str], jumps: list[str], chains: list[str]
+) -> None:
+    assert host.cni_leftovers(rules) == (jumps, chains)

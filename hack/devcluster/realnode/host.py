@@ -140,18 +140,34 @@ def unmount_under(roots: Iterable[Path]) -> list[str]:
     return stuck
 
 
+def cni_leftovers(nat_rules: list[str], network: str = CNI_NETWORK) -> tuple[list[str], list[str]]:
+    """From ``iptables-save -t nat``: the POSTROUTING jumps to the bridge plugin's
+    per-pod chains of ``network``, and those chains. A chain is found by its jump or
+    by its own rules (both carry a comment naming the network): a DEL cut short by
+    the node's stop removes the jump and leaves the chain."""
+    marker = f'name: \\"{network}\\"'
+    jumps, chains = [], set()
+    for rule in nat_rules:
+        if marker not in rule:
+            continue
+        if rule.startswith("-A POSTROUTING"):
+            jump = re.search(r"-j (CNI-[0-9a-f]+)", rule)
+            if jump:
+                jumps.append(rule)
+                chains.add(jump.group(1))
+        else:
+            own = re.match(r"-A (CNI-[0-9a-f]+) ", rule)
+            if own:
+                chains.add(own.group(1))
+    return jumps, sorted(chains)
+
+
 def remove_cni_masquerade() -> None:
     """The bridge plugin's per-pod masquerade chains (``CNI-...``), which its DEL removes;
-    a pod torn down without DEL leaves them. Found by the comment naming our network."""
-    rules = _run("iptables-save", "-t", "nat").stdout.splitlines()
-    marker = f'name: \\"{CNI_NETWORK}\\"'
-    chains = set()
-    for rule in rules:
-        if rule.startswith("-A POSTROUTING") and marker in rule:
-            match = re.search(r"-j (CNI-[0-9a-f]+)", rule)
-            if match:
-                chains.add(match.group(1))
-                _run("iptables", "-t", "nat", "-D", *shlex.split(rule[len("-A ") :]))
+    a pod torn down without DEL, or with a DEL cut short, leaves them."""
+    jumps, chains = cni_leftovers(_run("iptables-save", "-t", "nat").stdout.splitlines())
+    for rule in jumps:
+        _run("iptables", "-t", "nat", "-D", *shlex.split(rule[len("-A ") :]))
     for chain in chains:
         _run("iptables", "-t", "nat", "-F", chain)
         _run("iptables", "-t", "nat", "-X", chain)
