@@ -12,6 +12,33 @@ import sys
 import textwrap
 from pathlib import Path
 
+# Prepended to each script: a kubeconfig for a local server on ``port``, token "secret".
+WRITE_KUBECONFIG = textwrap.dedent(
+    """
+    def write_kubeconfig(path, port):
+        with open(path, "w") as out:
+            out.write(
+                "apiVersion: v1\\nkind: Config\\ncurrent-context: c\\n"
+                f"clusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\\n"
+                "users: [{name: u, user: {token: secret}}]\\n"
+                "contexts: [{name: c, context: {cluster: c, user: u}}]\\n"
+            )
+        return path
+    """
+)
+
+
+def run_script(script: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``script`` in a fresh interpreter, its kubeconfig path as its argument."""
+    return subprocess.run(
+        [sys.executable, "-c", WRITE_KUBECONFIG + script, str(tmp_path / "kubeconfig.yaml")],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,  # the early listing's read timeout is 120 s
+    )
+
+
 SCRIPT = textwrap.dedent(
     """
     import asyncio, json, sys, threading
@@ -44,14 +71,7 @@ SCRIPT = textwrap.dedent(
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Server)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    config = sys.argv[1]
-    with open(config, "w") as out:
-        out.write(
-            "apiVersion: v1\\nkind: Config\\ncurrent-context: c\\n"
-            f"clusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{server.server_port}'}}}}]\\n"
-            "users: [{name: u, user: {token: secret}}]\\n"
-            "contexts: [{name: c, context: {cluster: c, user: u}}]\\n"
-        )
+    config = write_kubeconfig(sys.argv[1], server.server_port)
     api = KubeApi(ClientSettings(kubeconfig=config), "reads-test", "tester")
 
     async def main():
@@ -104,13 +124,7 @@ SCRIPT = textwrap.dedent(
 
 
 def test_listings_and_reads_go_by_path_without_the_generated_classes(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(tmp_path / "kubeconfig.yaml")],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
+    result = run_script(SCRIPT, tmp_path)
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout)
     assert seen["listed"] == [[{"metadata": {"name": "a"}}], "42"]
@@ -151,14 +165,7 @@ SILENT_SERVER_EXIT = textwrap.dedent(
             held.append(connection)
 
     threading.Thread(target=accept_and_say_nothing, daemon=True).start()
-    config = sys.argv[1]
-    with open(config, "w") as out:
-        out.write(
-            "apiVersion: v1\\nkind: Config\\ncurrent-context: c\\n"
-            f"clusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{listener.getsockname()[1]}'}}}}]\\n"
-            "users: [{name: u, user: {token: secret}}]\\n"
-            "contexts: [{name: c, context: {cluster: c, user: u}}]\\n"
-        )
+    config = write_kubeconfig(sys.argv[1], listener.getsockname()[1])
     configuration = load_client_config(ClientSettings(kubeconfig=config))
     FirstListing(client.ApiClient(configuration), [paths.NODES], (5.0, 120.0))
     time.sleep(0.5)  # the listing is sent and waits for an answer that never comes
@@ -171,12 +178,6 @@ SILENT_SERVER_EXIT = textwrap.dedent(
 def test_a_stop_does_not_wait_for_an_early_listing_the_server_never_answers(tmp_path: Path) -> None:
     """The early listing's threads are API workers: stopping during a start against a
     server that accepts and never answers leaves at once, not after the read timeout."""
-    result = subprocess.run(
-        [sys.executable, "-c", SILENT_SERVER_EXIT, str(tmp_path / "kubeconfig.yaml")],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,  # the listing's read timeout is 120 s
-    )
+    result = run_script(SILENT_SERVER_EXIT, tmp_path)
     assert result.returncode == 0, result.stderr
     assert "exiting without waiting for kube-api-first-listing_0" in result.stdout
