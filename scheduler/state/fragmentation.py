@@ -128,14 +128,15 @@ class FragmentationModel:
         self._is_gpu = self._milli > 0
         self._models: tuple[str, ...] = ()
         self._access = typical.accessible(())
-        # F of states asked for in small batches: (CPU left, free GPU bytes, model) -> F.
+        # F of states asked for in small batches: (CPU left, free GPU bytes, model id) -> F,
+        # for the model list ``_models`` (ids mean other models in another).
         self._memo: dict[tuple[int, bytes, int], float] = {}
-        self._memo_models: tuple[str, ...] = ()
 
     def _accessible(self, gpu_models: Sequence[str]) -> npt.NDArray[np.bool_]:
         if tuple(gpu_models) != self._models:
             self._models = tuple(gpu_models)
             self._access = self.typical.accessible(self._models)
+            self._memo.clear()
         return self._access
 
     def frag_amount(
@@ -159,9 +160,7 @@ class FragmentationModel:
             return np.zeros(batch, np.float64)
         if batch > MEMO_BATCH:
             return self._frag_amount(cpu_left, gpu_left, model_id, gpu_models)
-        if tuple(gpu_models) != self._memo_models:
-            self._memo.clear()
-            self._memo_models = tuple(gpu_models)
+        self._accessible(gpu_models)  # a new model list empties the memo
         keys = [
             (int(c), row.tobytes(), int(m)) for c, row, m in zip(cpu_left, gpu_left, model_id, strict=True)
         ]
