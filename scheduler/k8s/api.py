@@ -73,7 +73,11 @@ def segment(name: str) -> str:
 
 
 def pod_path(pod: Pod, subresource: str = "") -> str:
-    path = f"/api/v1/namespaces/{segment(pod.namespace)}/pods/{segment(pod.name)}"
+    return named_pod_path(pod.namespace, pod.name, subresource)
+
+
+def named_pod_path(namespace: str, name: str, subresource: str = "") -> str:
+    path = f"/api/v1/namespaces/{segment(namespace)}/pods/{segment(name)}"
     return f"{path}/{subresource}" if subresource else path
 
 
@@ -319,7 +323,7 @@ class KubeApi:
     async def pod_exists(self, namespace: str, name: str) -> bool:
         """Whether the pod exists (raises on anything but an answer)."""
         try:
-            await self.get_json(f"/api/v1/namespaces/{segment(namespace)}/pods/{segment(name)}")
+            await self.get_json(named_pod_path(namespace, name))
         except ApiException as error:
             if error.status == 404:
                 return False
