@@ -27,16 +27,20 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class VolumeKind:
     kind: str  # for log lines and the watch thread's name
-    plural: str  # the listing's key
     namespaced: bool
     path: str  # the collection over all namespaces, listed and watched
 
+    @property
+    def plural(self) -> str:
+        """The listing's key: the collection's last path segment."""
+        return self.path.rsplit("/", 1)[1]
+
 
 VOLUME_KINDS = (
-    VolumeKind("persistentvolumeclaim", "persistentvolumeclaims", True, paths.PERSISTENT_VOLUME_CLAIMS),
-    VolumeKind("persistentvolume", "persistentvolumes", False, paths.PERSISTENT_VOLUMES),
-    VolumeKind("storageclass", "storageclasses", False, paths.STORAGE_CLASSES),
-    VolumeKind("csinode", "csinodes", False, paths.CSI_NODES),
+    VolumeKind("persistentvolumeclaim", True, paths.PERSISTENT_VOLUME_CLAIMS),
+    VolumeKind("persistentvolume", False, paths.PERSISTENT_VOLUMES),
+    VolumeKind("storageclass", False, paths.STORAGE_CLASSES),
+    VolumeKind("csinode", False, paths.CSI_NODES),
 )
 
 
