@@ -131,16 +131,37 @@ OTHER_NETWORK = (
 )
 
 
+EMPTY = ":CNI-af614c477003679f5a9e2e5c - [0:0]"
+OTHERS_JUMP = "-A POSTROUTING -s 10.88.0.2/32 -j CNI-af614c477003679f5a9e2e5c"
+
+
 @pytest.mark.parametrize(
-    ("rules", "jumps", "chains"),
+    ("rules", "known", "jumps", "chains"),
     [
-        ([JUMP, OWN], [JUMP], ["CNI-77db82f84d8fbc943d7b0c81"]),
-        ([OWN], [], ["CNI-77db82f84d8fbc943d7b0c81"]),  # a DEL cut short: the jump went, the chain stayed
-        ([OTHER_NETWORK, ":CNI-8de055173f8ecdedb323de8a - [0:0]"], [], []),  # not ours to remove
+        ([JUMP, OWN], None, [JUMP], ["CNI-77db82f84d8fbc943d7b0c81"]),
+        (
+            [OWN],
+            None,
+            [],
+            ["CNI-77db82f84d8fbc943d7b0c81"],
+        ),  # a DEL cut short: the jump went, the chain stayed
+        ([OTHER_NETWORK, ":CNI-8de055173f8ecdedb323de8a - [0:0]"], None, [], []),  # not ours to remove
+        ([EMPTY], [], [], ["CNI-af614c477003679f5a9e2e5c"]),  # cut short after the flush: new and empty
+        ([EMPTY], ["CNI-af614c477003679f5a9e2e5c"], [], []),  # there before the node
+        ([EMPTY, OTHERS_JUMP], [], [], []),  # another network jumps to it
+        ([EMPTY], None, [], []),  # a record from before chains were kept: left alone
     ],
-    ids=["jump-and-chain", "chain-only", "other-networks"],
+    ids=[
+        "jump-and-chain",
+        "chain-only",
+        "other-networks",
+        "new-empty",
+        "known-empty",
+        "jumped-to",
+        "no-record",
+    ],
 )
 def test_the_bridge_plugin_s_leftover_chains_of_our_network_are_found(
-    rules: list[str], jumps: list[str], chains: list[str]
+    rules: list[str], known: list[str] | None, jumps: list[str], chains: list[str]
 ) -> None:
-    assert host.cni_leftovers(rules) == (jumps, chains)
+    assert host.cni_leftovers(rules, known) == (jumps, chains)

@@ -67,6 +67,8 @@ class HostRecord:
     device_plugins_dir_existed: bool = False
     kubelet_cgroups_existed: bool = False
     kube_chains_existed: bool = False
+    # The nat table's CNI- chains (None in a record from before it was kept).
+    cni_chains: list[str] | None = None
 
     @classmethod
     def snapshot(cls) -> HostRecord:
@@ -77,6 +79,7 @@ class HostRecord:
             device_plugins_dir_existed=DEVICE_PLUGINS_DIR.exists(),
             kubelet_cgroups_existed=any(CGROUP_ROOT.glob(f"*/{KUBELET_CGROUP}")),
             kube_chains_existed=any(f":{KUBE_CHAIN_PREFIX}" in _saved(c, t) for c, t in _iptables_tables()),
+            cni_chains=cni_chains(_saved("iptables", "nat").splitlines()),
         )
 
     @classmethod
@@ -140,11 +143,16 @@ def unmount_under(roots: Iterable[Path]) -> list[str]:
     return stuck
 
 
-def cni_leftovers(nat_rules: list[str], network: str = CNI_NETWORK) -> tuple[list[str], list[str]]:
+def cni_leftovers(
+    nat_rules: list[str], known: list[str] | None = None, network: str = CNI_NETWORK
+) -> tuple[list[str], list[str]]:
     """From ``iptables-save -t nat``: the POSTROUTING jumps to the bridge plugin's
     per-pod chains of ``network``, and those chains. A chain is found by its jump or
     by its own rules (both carry a comment naming the network): a DEL cut short by
-    the node's stop removes the jump and leaves the chain."""
+    the node's stop removes the jump and leaves the chain. A DEL cut short after the
+    flush leaves it empty, with nothing naming the network: with ``known`` (the
+    ``CNI-`` chains before the node started), a chain that is new and that no other
+    rule jumps to is ours too."""
     marker = f'name: \\"{network}\\"'
     jumps, chains = [], set()
     for rule in nat_rules:
@@ -159,13 +167,25 @@ def cni_leftovers(nat_rules: list[str], network: str = CNI_NETWORK) -> tuple[lis
             own = re.match(r"-A (CNI-[0-9a-f]+) ", rule)
             if own:
                 chains.add(own.group(1))
+    if known is not None:
+        jumped_to = {
+            target.group(1)
+            for rule in nat_rules
+            if rule not in jumps and (target := re.search(r"-j (CNI-[0-9a-f]+)", rule))
+        }
+        chains.update(c for c in cni_chains(nat_rules) if c not in known and c not in jumped_to)
     return jumps, sorted(chains)
 
 
-def remove_cni_masquerade() -> None:
+def cni_chains(nat_rules: list[str]) -> list[str]:
+    """The ``CNI-`` chains ``iptables-save -t nat`` declares."""
+    return [line[1:].split()[0] for line in nat_rules if line.startswith(":CNI-")]
+
+
+def remove_cni_masquerade(known: list[str] | None) -> None:
     """The bridge plugin's per-pod masquerade chains (``CNI-...``), which its DEL removes;
     a pod torn down without DEL, or with a DEL cut short, leaves them."""
-    jumps, chains = cni_leftovers(_run("iptables-save", "-t", "nat").stdout.splitlines())
+    jumps, chains = cni_leftovers(_saved("iptables", "nat").splitlines(), known)
     for rule in jumps:
         _run("iptables", "-t", "nat", "-D", *shlex.split(rule[len("-A ") :]))
     for chain in chains:
@@ -261,7 +281,7 @@ def restore(layout: NodeLayout) -> list[str]:
     if layout.host_record.is_file():
         record = HostRecord(**json.loads(layout.host_record.read_text()))
     remove_new_netns(record)
-    remove_cni_masquerade()
+    remove_cni_masquerade(record.cni_chains)
     remove_cni_results()
     if not record.kube_chains_existed:
         remove_kube_chains()
