@@ -99,21 +99,19 @@ class KubeApi:
         scheduler_name: str,
         identity: str,
         first_listing: FirstListing | None = None,
+        configuration: client.Configuration | None = None,
     ) -> None:
         """``first_listing``: listings already in flight (``rl-scheduler run`` starts
-        them before it imports the rest); its client becomes this one's."""
+        them before it imports the rest); ``configuration``: the client's, when the
+        caller has loaded it already (else it is loaded from ``settings``)."""
         self.scheduler_name = scheduler_name
         self.identity = identity
         self.first_listing = first_listing
         # (connect, read) of every call through the official client but watches: a
         # server that accepts and never answers must fail the call, not hang it.
         self.timeout = (settings.connect_timeout_s, settings.read_timeout_s)
-        if first_listing is not None:
-            self.api_client = first_listing.api_client
-            self.configuration = self.api_client.configuration
-        else:
-            self.configuration = load_client_config(settings)
-            self.api_client = client.ApiClient(self.configuration)
+        self.configuration = configuration if configuration is not None else load_client_config(settings)
+        self.api_client = client.ApiClient(self.configuration)
         self.limiter = TokenBucket(settings.qps, settings.burst)
         self.event_limiter = TokenBucket(settings.qps, settings.burst)
         # The Lease has a bucket of its own too (kube-scheduler gives leader election a

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +15,7 @@ from scheduler.errors import CommandLineError
 if TYPE_CHECKING:
     from kubernetes import client
 
+    from scheduler.k8s.endpoint import Endpoint
     from scheduler.k8s.first_listing import FirstListing
     from scheduler.k8s.settings import Settings
 
@@ -46,7 +48,9 @@ def register(commands: Any) -> None:
     parser.set_defaults(handler=run)
 
 
-def check_credentials(args: argparse.Namespace, settings: Settings) -> client.Configuration:
+def check_credentials(
+    args: argparse.Namespace, settings: Settings, early: EarlyListing | None = None
+) -> client.Configuration:
     """Load the client's credentials once before anything starts; none is one line
     naming where the kubeconfig was given (the option, or the settings' field)."""
     from kubernetes.config import ConfigException  # noqa: PLC0415
@@ -57,6 +61,8 @@ def check_credentials(args: argparse.Namespace, settings: Settings) -> client.Co
     try:
         return load_client_config(settings.client)
     except ConfigException as error:
+        if early is not None:
+            early.listing.drop()
         problem = kubeconfig_problem(settings.client.kubeconfig, error)
         if args.kubeconfig is None and settings.client.kubeconfig is not None:
             raise SettingsError(str(args.config or "settings"), "client.kubeconfig", problem) from None
@@ -64,6 +70,7 @@ def check_credentials(args: argparse.Namespace, settings: Settings) -> client.Co
 
 
 def run(args: argparse.Namespace) -> int:
+    early = start_early_listing(args)
     from scheduler.k8s.settings import load_settings  # noqa: PLC0415
 
     client_settings: dict[str, Any] = {}
@@ -74,7 +81,12 @@ def run(args: argparse.Namespace) -> int:
         "policy_store": args.policy_store,
         "metrics_address": args.metrics_address,
     }
-    settings = load_settings(args.config, **overrides)
+    try:
+        settings = load_settings(args.config, **overrides)
+    except Exception:
+        if early is not None:
+            early.listing.drop()
+        raise
     updates: dict[str, Any] = {}
     for name in ("qps", "burst", "kubeconfig"):
         value = getattr(args, name)
@@ -86,7 +98,10 @@ def run(args: argparse.Namespace) -> int:
         updates["leader_election"] = settings.leader_election.model_copy(update={"enabled": False})
     if updates:
         settings = settings.model_copy(update=updates)
-    first_listing = start_first_listing(check_credentials(args, settings), settings)
+    configuration = check_credentials(args, settings, early)
+    first_listing = early.listing if early is not None and early.serves(settings, configuration) else None
+    if first_listing is None:
+        first_listing = start_official_listing(configuration, settings)
     # Imported while the first listing is in flight (scheduler.k8s.first_listing).
     from scheduler.k8s.operator import (  # noqa: PLC0415 - keeps other commands light
         configure_logging,
@@ -95,16 +110,52 @@ def run(args: argparse.Namespace) -> int:
     from scheduler.k8s.operator import run as run_operator  # noqa: PLC0415
 
     configure_logging(settings.log_level)
-    asyncio.run(run_operator(settings, first_listing))
+    asyncio.run(run_operator(settings, configuration, first_listing))
     exit_past_blocked_calls(0)
     return 0
 
 
-def start_first_listing(configuration: client.Configuration, settings: Settings) -> FirstListing:
+@dataclass(frozen=True)
+class EarlyListing:
+    """The listings ``rl-scheduler run`` starts before it reads its settings, and what
+    they were sent with."""
+
+    listing: FirstListing
+    kubeconfig: Path | None  # the settings' client.kubeconfig, as guessed
+    endpoint: Endpoint
+
+    def serves(self, settings: Settings, configuration: client.Configuration) -> bool:
+        """Whether the settings and the official client agree with the guess (else the
+        listings are dropped)."""
+        if settings.client.kubeconfig == self.kubeconfig and self.endpoint.agrees_with(configuration):
+            return True
+        self.listing.drop()
+        return False
+
+
+def start_early_listing(args: argparse.Namespace) -> EarlyListing | None:
+    """The first listing, sent before the settings and the official client are
+    imported (``scheduler.k8s.first_listing``); None where ``scheduler.k8s.endpoint``
+    cannot read the credentials."""
+    from scheduler.k8s import endpoint, paths  # noqa: PLC0415
+    from scheduler.k8s.first_listing import early_listing, speculated_kubeconfig  # noqa: PLC0415
+
+    kubeconfig = speculated_kubeconfig(args.kubeconfig, args.config)
+    where = endpoint.resolve(kubeconfig)
+    if where is None:
+        return None
+    try:
+        listing = early_listing(where, paths.LISTED)
+    except (OSError, ValueError):  # credentials the TLS layer refuses: the official loader will say why
+        return None
+    return EarlyListing(listing, kubeconfig, where)
+
+
+def start_official_listing(configuration: client.Configuration, settings: Settings) -> FirstListing:
     from kubernetes import client  # noqa: PLC0415
 
     from scheduler.k8s import paths  # noqa: PLC0415
-    from scheduler.k8s.first_listing import FirstListing  # noqa: PLC0415
+    from scheduler.k8s.first_listing import official_listing  # noqa: PLC0415
 
     timeout = (settings.client.connect_timeout_s, settings.client.read_timeout_s)
-    return FirstListing(client.ApiClient(configuration), paths.LISTED, timeout)
+    return official_listing(client.ApiClient(configuration), paths.LISTED, timeout)

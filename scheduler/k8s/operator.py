@@ -168,11 +168,16 @@ async def run_kopf(
     await kopf.run_tasks(tasks, ignored=existing)
 
 
-async def run(settings: Settings, early_listing: FirstListing | None = None) -> None:
-    # early_listing: what ``rl-scheduler run`` started listing before it imported this.
+async def run(
+    settings: Settings,
+    configuration: client.Configuration | None = None,
+    early_listing: FirstListing | None = None,
+) -> None:
+    # configuration: the client's, as ``rl-scheduler run`` loaded it; early_listing:
+    # what it started listing before it imported this.
     metrics = Metrics()
     me = identity(settings)
-    api = KubeApi(settings.client, settings.scheduler_name, me, early_listing)
+    api = KubeApi(settings.client, settings.scheduler_name, me, early_listing, configuration)
     policy = PolicyManager(
         settings, metrics, TypicalWorkload(settings.typical_pods_trace, settings.typical_pods_window)
     )

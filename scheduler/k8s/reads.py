@@ -9,14 +9,15 @@ rest of the scheduler is imported (``scheduler.k8s.first_listing``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 import pydantic_core
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from scheduler.k8s.heap import collector_paused
+
+if TYPE_CHECKING:
+    from kubernetes import client
 
 
 def parse_json(document: bytes) -> Any:
@@ -56,6 +57,8 @@ def get(api_client: client.ApiClient, path: str, query: Mapping[str, str] | None
     headers = request_headers(api_client, "GET", path)
     answer: Any = api_client.call_api("GET", url, header_params=headers, _request_timeout=timeout)
     if not 200 <= answer.status <= 299:
+        from kubernetes.client.exceptions import ApiException  # noqa: PLC0415 - light module (above)
+
         answer.read()
         raise ApiException.from_response(http_resp=answer, body=None, data=None)
     return answer.response

@@ -2,7 +2,8 @@
 and credentials but not its generated API classes, whose import took 0.85 s of every
 start. Against a local HTTP server: what is asked, what comes back, and which modules
 the process has imported by then (in a fresh interpreter: other tests import them);
-and the first listings of ``rl-scheduler run``, started before the rest is imported."""
+and the first listings of ``rl-scheduler run``, started before the rest is imported,
+through the official client or through the endpoint read without it."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 # Prepended to each script: a kubeconfig for a local server on ``port``, token "secret".
 WRITE_KUBECONFIG = textwrap.dedent(
@@ -28,10 +31,11 @@ WRITE_KUBECONFIG = textwrap.dedent(
 )
 
 
-def run_script(script: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    """``script`` in a fresh interpreter, its kubeconfig path as its argument."""
+def run_script(script: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``script`` in a fresh interpreter, its kubeconfig path (then ``args``) as its
+    arguments."""
     return subprocess.run(
-        [sys.executable, "-c", WRITE_KUBECONFIG + script, str(tmp_path / "kubeconfig.yaml")],
+        [sys.executable, "-c", WRITE_KUBECONFIG + script, str(tmp_path / "kubeconfig.yaml"), *args],
         capture_output=True,
         text=True,
         check=False,
@@ -42,6 +46,7 @@ def run_script(script: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
 SCRIPT = textwrap.dedent(
     """
     import asyncio, json, sys, threading
+    from pathlib import Path
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     from kubernetes.client.exceptions import ApiException
@@ -91,18 +96,21 @@ SCRIPT = textwrap.dedent(
     api.core  # made on first use
     generated_after = "kubernetes.client.api.core_v1_api" in sys.modules
 
-    # Listings started early: each answer is taken once; a failed one is asked again.
+    # Listings started early, through the official client and through the endpoint
+    # read without it: each answer is taken once; a failed one is asked again.
     from kubernetes import client
+    from scheduler.k8s import endpoint
     from scheduler.k8s.credentials import load_client_config
-    from scheduler.k8s.first_listing import FirstListing
+    from scheduler.k8s.first_listing import early_listing, official_listing
 
-    asked.clear()
     settings = ClientSettings(kubeconfig=config)
     paths = ["/api/v1/nodes", "/api/v1/gone"]
-    early = FirstListing(client.ApiClient(load_client_config(settings)), paths, (5, 5))
-    later = KubeApi(settings, "reads-test", "tester", early)
+    starts = {
+        "official": lambda: official_listing(client.ApiClient(load_client_config(settings)), paths, (5, 5)),
+        "endpoint": lambda: early_listing(endpoint.resolve(Path(config)), paths, (5, 5)),
+    }
 
-    async def early_then_later():
+    async def early_then_later(later):
         first = await later.list_with_version("/api/v1/nodes")
         again = await later.list_with_version("/api/v1/nodes")
         try:
@@ -113,11 +121,16 @@ SCRIPT = textwrap.dedent(
         await later.close()
         return first == again, gone
 
-    same, gone = asyncio.run(early_then_later())
+    early = {}
+    for name, start in starts.items():
+        asked.clear()
+        later = KubeApi(settings, "reads-test", "tester", start())
+        same, gone = asyncio.run(early_then_later(later))
+        early[name] = {"same": same, "gone": gone, "asked": sorted(asked)}
     print(json.dumps({
         "listed": listed, "missing": missing, "exists": exists, "asked": asked_before,
         "generated_before": generated, "generated_after": generated_after,
-        "early": {"same": same, "gone": gone, "asked": sorted(path for path, _ in asked)},
+        "early": early,
     }))
     """
 )
@@ -135,23 +148,25 @@ def test_listings_and_reads_go_by_path_without_the_generated_classes(tmp_path: P
         ["/api/v1/namespaces/x/pods/gone", "Bearer secret"],
     ]
     assert (seen["generated_before"], seen["generated_after"]) == (False, True)
-    # Nodes: once early, once more for the second listing; the failed one: early, then again.
+    # Nodes: once early, once more for the second listing; the failed one: early, then
+    # again. Both ways send the kubeconfig's token.
+    asked = [[path, "Bearer secret"] for path in ("/api/v1/gone",) * 2 + ("/api/v1/nodes",) * 2]
     assert seen["early"] == {
-        "same": True,
-        "gone": 404,
-        "asked": ["/api/v1/gone", "/api/v1/gone", "/api/v1/nodes", "/api/v1/nodes"],
+        "official": {"same": True, "gone": 404, "asked": asked},
+        "endpoint": {"same": True, "gone": 404, "asked": asked},
     }
 
 
 SILENT_SERVER_EXIT = textwrap.dedent(
     """
     import logging, socket, sys, threading, time
+    from pathlib import Path
 
     from kubernetes import client
 
-    from scheduler.k8s import paths
+    from scheduler.k8s import endpoint, paths
     from scheduler.k8s.credentials import load_client_config
-    from scheduler.k8s.first_listing import FirstListing
+    from scheduler.k8s.first_listing import early_listing, official_listing
     from scheduler.k8s.operator import exit_past_blocked_calls
     from scheduler.k8s.settings import ClientSettings
 
@@ -167,7 +182,10 @@ SILENT_SERVER_EXIT = textwrap.dedent(
     threading.Thread(target=accept_and_say_nothing, daemon=True).start()
     config = write_kubeconfig(sys.argv[1], listener.getsockname()[1])
     configuration = load_client_config(ClientSettings(kubeconfig=config))
-    FirstListing(client.ApiClient(configuration), [paths.NODES], (5.0, 120.0))
+    if sys.argv[2] == "official":
+        official_listing(client.ApiClient(configuration), [paths.NODES], (5.0, 120.0))
+    else:
+        early_listing(endpoint.resolve(Path(config)), [paths.NODES], (5.0, 120.0))
     time.sleep(0.5)  # the listing is sent and waits for an answer that never comes
     exit_past_blocked_calls(0)
     print("returned: nothing was blocked")
@@ -175,9 +193,10 @@ SILENT_SERVER_EXIT = textwrap.dedent(
 )
 
 
-def test_a_stop_does_not_wait_for_an_early_listing_the_server_never_answers(tmp_path: Path) -> None:
+@pytest.mark.parametrize("way", ["official", "endpoint"])
+def test_a_stop_does_not_wait_for_an_early_listing_the_server_never_answers(tmp_path: Path, way: str) -> None:
     """The early listing's threads are API workers: stopping during a start against a
     server that accepts and never answers leaves at once, not after the read timeout."""
-    result = run_script(SILENT_SERVER_EXIT, tmp_path)
+    result = run_script(SILENT_SERVER_EXIT, tmp_path, way)
     assert result.returncode == 0, result.stderr
     assert "exiting without waiting for kube-api-first-listing_0" in result.stdout
