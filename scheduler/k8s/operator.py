@@ -38,7 +38,7 @@ from scheduler.k8s.api import KubeApi
 from scheduler.k8s.first_listing import FirstListing
 from scheduler.k8s.gauges import refresh_gauges
 from scheduler.k8s.heap import freeze_start_heap
-from scheduler.k8s.http import StartupDeadline, build_app, serve
+from scheduler.k8s.http import StartupDeadline, build_routes, serve
 from scheduler.k8s.leader import LeaderElector
 from scheduler.k8s.metrics import Metrics
 from scheduler.k8s.policy import PolicyManager, TypicalWorkload
@@ -192,7 +192,7 @@ async def run(
         return True, f"ok ({policy.active.source}: {policy.active.profile.name})"
 
     startup = StartupDeadline(settings.startup_timeout_s, runtime.synced.is_set)
-    web_runner = await serve(build_app(metrics, ready, startup.check), settings.metrics_address)
+    web_server = await serve(build_routes(metrics, ready, startup.check), settings.metrics_address)
 
     def on_leadership(leading: bool) -> None:
         metrics.is_leader.set(1 if leading else 0)
@@ -239,7 +239,7 @@ async def run(
         dropped = await shut_down(runtime, elector if settings.leader_election.enabled else None, tasks)
         await stop_kopf(kopf_task, kopf_stop)
         stopper.cancel()
-        await web_runner.cleanup()
+        web_server.close()
         if runtime.experience is not None:
             runtime.experience.close()
         await api.close()

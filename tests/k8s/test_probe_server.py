@@ -1,0 +1,91 @@
+"""``/metrics``, ``/healthz`` and ``/readyz`` over the scheduler's small HTTP/1.1
+server: what each request is answered, and keep-alive, against the real server on a
+local port (urllib, as a kubelet's probe or Prometheus would ask)."""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+
+import pytest
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from scheduler.k8s.http import Answer, build_routes, respond, serve
+from scheduler.k8s.metrics import Metrics
+
+ROUTES = {
+    "/healthz": lambda: Answer(200, b"ok"),
+    "/readyz": lambda: Answer(503, b"caches not synced"),
+}
+
+
+@pytest.mark.parametrize(
+    ("head", "status", "body", "keep_alive"),
+    [
+        pytest.param(b"GET /healthz HTTP/1.1\r\nHost: x", 200, b"ok", True, id="GET, HTTP/1.1 keeps"),
+        pytest.param(
+            b"GET /readyz HTTP/1.1\r\nHost: x", 503, b"caches not synced", True, id="a failed probe"
+        ),
+        pytest.param(b"GET /healthz?verbose HTTP/1.1", 200, b"ok", True, id="a query is ignored"),
+        pytest.param(b"HEAD /healthz HTTP/1.1", 200, b"", True, id="HEAD: no body"),
+        pytest.param(b"GET /healthz HTTP/1.1\r\nConnection: close", 200, b"ok", False, id="close asked"),
+        pytest.param(b"GET /healthz HTTP/1.0", 200, b"ok", False, id="HTTP/1.0 closes"),
+        pytest.param(
+            b"GET /healthz HTTP/1.0\r\nConnection: Keep-Alive", 200, b"ok", True, id="1.0 keep-alive"
+        ),
+        pytest.param(b"GET /nowhere HTTP/1.1", 404, b"not found", True, id="unknown path"),
+        pytest.param(b"POST /healthz HTTP/1.1", 405, b"GET or HEAD", True, id="another method"),
+        pytest.param(b"POST /healthz HTTP/1.1\r\nContent-Length: 3", 400, None, False, id="a body: closed"),
+        pytest.param(b"garbage", 400, None, False, id="not a request line"),
+        pytest.param(b"GET /healthz SPDY/3", 400, None, False, id="not HTTP/1.x"),
+    ],
+)
+def test_each_request_gets_its_answer(head: bytes, status: int, body: bytes | None, keep_alive: bool) -> None:
+    reply, keep = respond(head, ROUTES)
+    status_line, _, rest = reply.partition(b"\r\n")
+    headers, _, sent = rest.partition(b"\r\n\r\n")
+    assert status_line.split(b" ")[1] == str(status).encode()
+    assert keep is keep_alive
+    assert (b"Connection: keep-alive" if keep_alive else b"Connection: close") in headers
+    if body is not None:
+        assert sent == body
+    if head.startswith(b"HEAD"):  # the length GET would send
+        assert b"Content-Length: 2" in headers
+
+
+def test_the_server_answers_probes_and_metrics_on_one_kept_connection() -> None:
+    metrics = Metrics()
+    metrics.is_leader.set(1)
+    ready = {"now": False}
+
+    async def main() -> list[tuple[int, str, bytes]]:
+        routes = build_routes(
+            metrics, lambda: (ready["now"], "ok" if ready["now"] else "caches not synced"), lambda: (True, "")
+        )
+        server = await serve(routes, "127.0.0.1:0")
+        port = server.sockets[0].getsockname()[1]
+
+        def ask() -> list[tuple[int, str, bytes]]:
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            seen = []
+            for path in ("/readyz", "/healthz", "/metrics", "/readyz"):
+                connection.request("GET", path)
+                answer = connection.getresponse()
+                seen.append((answer.status, answer.getheader("Content-Type") or "", answer.read()))
+                ready["now"] = True
+            sockets = {connection.sock.getsockname()}  # one connection throughout
+            connection.close()
+            assert len(sockets) == 1
+            return seen
+
+        try:
+            return await asyncio.to_thread(ask)
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    seen = asyncio.run(main())
+    assert [status for status, _, _ in seen] == [503, 200, 200, 200]
+    assert [body for _, _, body in seen if body != seen[2][2]] == [b"caches not synced", b"ok", b"ok"]
+    assert seen[2][1] == CONTENT_TYPE_LATEST
+    assert b"\nrl_scheduler_leader 1.0\n" in seen[2][2]
