@@ -1,11 +1,9 @@
-"""``rl-scheduler run``: the kopf operator around the scheduler runtime.
+"""``rl-scheduler run``: the operator around the scheduler runtime.
 
 kopf gives the process its lifecycle (login, watches that restart, retries) and
-watches namespaces. We use only event handlers, which never write to the objects they
-watch, and kopf's posting of log lines as Kubernetes events is off. kopf's peering is
-off too; a Lease elects the replica that binds. Pods and nodes, the high-rate and the
-large kind, come from watches of our own (``scheduler.k8s.watch``), which never write
-to them either.
+watches namespaces (``scheduler.k8s.kopf_lifecycle``); it starts once the scheduler
+has first run out of work. Pods and nodes, the high-rate and the large kind, come from
+watches of our own (``scheduler.k8s.watch``), which never write to them.
 
 Start-up lists the cluster until the API server answers (``scheduler.k8s.startup``);
 ``/readyz`` says when the caches have synced, and ``/healthz`` fails if they have not
@@ -18,6 +16,8 @@ retry, and exits 0 well within 2 s.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import importlib
 import logging
 import os
 import signal
@@ -26,12 +26,9 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from functools import partial
-from typing import Any
-
-import kopf
-from kubernetes import client
+from typing import TYPE_CHECKING, Any
 
 from scheduler.k8s import paths
 from scheduler.k8s.api import KubeApi
@@ -45,88 +42,14 @@ from scheduler.k8s.policy import PolicyManager, TypicalWorkload
 from scheduler.k8s.reads import WORKER_PREFIX
 from scheduler.k8s.runtime import SchedulerRuntime
 from scheduler.k8s.settings import Settings
-from scheduler.k8s.startup import BACKOFF_MAX_S, BACKOFF_MIN_S, sync_until_served
+from scheduler.k8s.startup import sync_until_served
 from scheduler.k8s.volume_events import VOLUME_KINDS
 from scheduler.k8s.watch import ResourceWatch
 
+if TYPE_CHECKING:
+    from kubernetes import client
+
 log = logging.getLogger("rl-scheduler")
-
-
-def _event_type(event: Mapping[str, Any]) -> str:
-    # kopf delivers the initial listing with type None.
-    return str(event.get("type") or "ADDED")
-
-
-class NoDiffBase(kopf.DiffBaseStorage):
-    """Event handlers compare nothing with a last-handled state, yet kopf builds a diff
-    base for every event: a deep copy of the whole body (plus a cleaned copy of it),
-    which cost more than our handler itself (about half of kopf's per-event time
-    when 1,000 pods are bound at once). An empty essence skips that work."""
-
-    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:  # noqa: ARG002
-        return kopf.BodyEssence()
-
-    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:  # noqa: ARG002
-        return None
-
-    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:  # noqa: ARG002
-        return None
-
-
-class EndlessBackoff:
-    """kopf's delays between retries of a failed API request: 1 s doubling to 30 s,
-    without end, as our own listings retry. kopf's default (eight delays, then it
-    gives up and the operator stops) ended the process after ~100 s of an
-    unreachable API server, before ``startup_timeout_s`` and however soon the server
-    would have answered."""
-
-    def __iter__(self) -> Iterator[float]:
-        delay = BACKOFF_MIN_S
-        while True:
-            yield delay
-            delay = min(delay * 2, BACKOFF_MAX_S)
-
-
-def build_registry(runtime: SchedulerRuntime, configuration: client.Configuration) -> kopf.OperatorRegistry:
-    registry = kopf.OperatorRegistry()
-
-    @kopf.on.startup(registry=registry)
-    def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-        settings.posting.enabled = False
-        settings.peering.standalone = True
-        settings.watching.server_timeout = 300
-        settings.watching.client_timeout = 330
-        settings.networking.request_timeout = 60
-        # A server that accepts and never answers (its Service not programmed yet) fails
-        # a connection, as it does for our own calls.
-        settings.networking.connect_timeout = runtime.settings.client.connect_timeout_s
-        settings.networking.error_backoffs = EndlessBackoff()
-        settings.scanning.disabled = True
-        settings.persistence.diffbase_storage = NoDiffBase()
-
-    @kopf.on.login(registry=registry)
-    def login(**_: Any) -> kopf.ConnectionInfo:
-        header = configuration.get_api_key_with_prefix(
-            "BearerToken"
-        ) or configuration.get_api_key_with_prefix("authorization")
-        scheme, _sep, token = (header or "").rpartition(" ")
-        return kopf.ConnectionInfo(
-            server=configuration.host,
-            ca_path=configuration.ssl_ca_cert,
-            insecure=not configuration.verify_ssl,
-            scheme=scheme or None,
-            token=token or None,
-            certificate_path=configuration.cert_file,
-            private_key_path=configuration.key_file,
-        )
-
-    # Async handlers run on the event loop, like the scheduling loop: kopf would run
-    # plain functions in worker threads, racing the loop over the cache.
-    @kopf.on.event("", "v1", "namespaces", registry=registry)
-    async def namespace_event(event: Mapping[str, Any], body: Mapping[str, Any], **_: Any) -> None:
-        runtime.on_namespace_event(_event_type(event), body)
-
-    return registry
 
 
 def identity(settings: Settings) -> str:
@@ -139,6 +62,9 @@ def identity(settings: Settings) -> str:
 BIND_DRAIN_S = 0.5
 RELEASE_TIMEOUT_S = 0.5
 KOPF_STOP_S = 0.3
+# kopf starts when the scheduler first runs out of work, or this long after its start
+# (a queue that never empties).
+KOPF_START_LATEST_S = 30.0
 
 
 def take_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
@@ -151,21 +77,6 @@ def _on_signal(sig: signal.Signals, stop: asyncio.Event) -> None:
     if not stop.is_set():
         log.info("%s received: stopping", sig.name)
     stop.set()
-
-
-async def run_kopf(
-    registry: kopf.OperatorRegistry, stop_flag: asyncio.Event, loop_signals: Callable[[], None]
-) -> None:
-    """``kopf.operator`` in its two halves, to take SIGTERM and SIGINT back in between.
-    ``spawn_tasks`` installs kopf's own handlers, replacing ours: kopf then stopped on a
-    SIGTERM by itself, waited 5 s for every task started after it (ours: the watches,
-    the scheduling loop, the elector) and cancelled them, and cancelling a watch
-    stalled the event loop until its next event. ``kopf.operator`` does the same
-    with ``loop_signals`` left out; kopf stops when ``stop_flag`` is set."""
-    existing = asyncio.all_tasks()
-    tasks = await kopf.spawn_tasks(registry=registry, clusterwide=True, standalone=True, stop_flag=stop_flag)
-    loop_signals()
-    await kopf.run_tasks(tasks, ignored=existing)
 
 
 async def run(
@@ -204,8 +115,7 @@ async def run(
     elector = LeaderElector(api, settings.lease_name, settings.leader_election, me, on_change=on_leadership)
     kopf_stop = asyncio.Event()
     kopf_task = asyncio.create_task(
-        run_kopf(build_registry(runtime, api.configuration), kopf_stop, partial(take_signals, loop, stop)),
-        name="kopf",
+        run_kopf_when_idle(runtime, kopf_stop, partial(take_signals, loop, stop)), name="kopf"
     )
     stopper = asyncio.create_task(stop.wait(), name="stop")
     first_listing = asyncio.create_task(
@@ -248,6 +158,19 @@ async def run(
             time.monotonic() - stopping,
             f" ({dropped} binds or reports in flight dropped)" if dropped else "",
         )
+
+
+async def run_kopf_when_idle(
+    runtime: SchedulerRuntime, kopf_stop: asyncio.Event, loop_signals: Callable[[], None]
+) -> None:
+    """kopf, once the scheduler first has nothing to do (``scheduler.k8s.kopf_lifecycle``).
+    It is imported in a thread: the event loop goes on meanwhile."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(runtime.first_idle.wait(), KOPF_START_LATEST_S)
+    lifecycle = await asyncio.to_thread(importlib.import_module, "scheduler.k8s.kopf_lifecycle")
+    log.info("kopf starts: namespaces watched (%s)", "idle" if runtime.first_idle.is_set() else "deadline")
+    registry = lifecycle.build_registry(runtime, runtime.api.configuration)
+    await lifecycle.run_kopf(registry, kopf_stop, loop_signals)
 
 
 def start_scheduling(

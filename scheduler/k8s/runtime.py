@@ -64,6 +64,9 @@ class SchedulerRuntime:
         self.reporter = Reporter(api)
         self.leading = asyncio.Event()
         self.synced = asyncio.Event()
+        # Set the first time the loop has nothing to do (no pod to take and no bind in
+        # flight, or not leading): what can wait for the first burst waits for it.
+        self.first_idle = asyncio.Event()
         self._wake = asyncio.Event()
         self._binds: set[asyncio.Task[None]] = set()
         self.node_locks = NodeLocks()
@@ -205,9 +208,12 @@ class SchedulerRuntime:
         """Take pods off the queue while leading; never returns."""
         while True:
             if not self.leading.is_set():
+                self.first_idle.set()
                 await self.leading.wait()
             entry = self.queue.pop()
             if entry is None:
+                if not self._binds:
+                    self.first_idle.set()
                 self._wake.clear()
                 timeout = self.queue.next_ready_in()
                 with contextlib.suppress(TimeoutError):

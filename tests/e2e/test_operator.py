@@ -305,3 +305,32 @@ def test_replicas_with_preferred_anti_affinity_spread_over_nodes(
     )
     assert len(set(nodes_of("spread"))) == replicas, nodes_of("spread")
     assert len(set(nodes_of("packed"))) < replicas, nodes_of("packed")
+
+
+def test_a_namespace_labelled_after_the_start_reaches_pod_affinity(
+    core: client.CoreV1Api, scheduler: SchedulerProcess, namespace: str
+) -> None:
+    """Namespaces after the start's listing come from kopf's watch (it starts once the
+    scheduler is first idle): a namespace labelled now is what a namespaceSelector
+    of a required pod affinity finds."""
+    wait_for(lambda: "kopf starts" in scheduler.log(), 60, "kopf to start")
+    team = f"team-{abs(hash(namespace)) % 10**6}"
+    core.patch_namespace(namespace, {"metadata": {"labels": {"team": team}}})
+    time.sleep(2)  # kopf's watch delivers the label; nothing to poll for it
+    create_pods(core, [pod("anchor", namespace, SCHEDULER, labels={"app": "anchor"})])
+    wait_for(lambda: core.read_namespaced_pod("anchor", namespace).spec.node_name, 60, "the anchor bound")
+    anchor_node = core.read_namespaced_pod("anchor", namespace).spec.node_name
+    affinity = {
+        "podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {"app": "anchor"}},
+                    "namespaceSelector": {"matchLabels": {"team": team}},
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        }
+    }
+    create_pods(core, [pod("follower", namespace, SCHEDULER, extra={"affinity": affinity})])
+    wait_for(lambda: core.read_namespaced_pod("follower", namespace).spec.node_name, 60, "the follower bound")
+    assert core.read_namespaced_pod("follower", namespace).spec.node_name == anchor_node
