@@ -144,10 +144,12 @@ class SchedulerCache:
         spec, status = manifest.get("spec") or {}, manifest.get("status") or {}
         metadata = manifest.get("metadata") or {}
         annotations = metadata.get("annotations") or {}
+        # What the scheduler reads of a node, compared by value: the event's own dicts,
+        # which nothing changes after (a repr of each cost more than the comparison).
         fingerprint = (
-            repr(status.get("allocatable")),
-            repr(metadata.get("labels")),
-            repr(spec.get("taints")),
+            status.get("allocatable"),
+            metadata.get("labels"),
+            spec.get("taints"),
             bool(spec.get("unschedulable")),
             annotations.get(REGISTER_ANNOTATION),
             annotations.get(DEVICE_CORDON_ANNOTATION),

@@ -30,7 +30,11 @@ class FieldReader:
     def fail(self, path: str, problem: str) -> SchedulerInputError:
         return self.error(self.obj, path, problem)
 
+    # Each check takes the exact type first: JSON gives dicts, lists and strs, and the
+    # ABCs' isinstance was a third of the time to read a 5,000-node listing.
     def mapping(self, value: Any, path: str) -> Manifest:
+        if type(value) is dict:
+            return value
         if value is None:
             return {}
         if not isinstance(value, Mapping):
@@ -38,6 +42,8 @@ class FieldReader:
         return value
 
     def sequence(self, value: Any, path: str) -> Sequence[Any]:
+        if type(value) is list:
+            return value
         if value is None:
             return ()
         if isinstance(value, str | bytes) or not isinstance(value, Sequence):
@@ -45,6 +51,8 @@ class FieldReader:
         return value
 
     def string(self, value: Any, path: str, default: str = "") -> str:
+        if type(value) is str:
+            return value
         if value is None:
             return default
         if not isinstance(value, str):
@@ -60,6 +68,8 @@ class FieldReader:
 
     def string_map(self, value: Any, path: str) -> dict[str, str]:
         raw = self.mapping(value, path)
+        if all(type(v) is str for v in raw.values()) and all(type(k) is str for k in raw):
+            return dict(raw)  # the usual case, without a field path per entry
         return {str(k): self.string(v, f"{path}.{k}") for k, v in raw.items()}
 
     def requirement(self, raw: Any, path: str, *, node: bool) -> Requirement:

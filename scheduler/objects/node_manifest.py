@@ -56,7 +56,7 @@ def node_gpus(
     if text is None:
         if advertised > MAX_GPUS_PER_NODE:
             return (), False, f"{advertised} whole GPUs; at most {MAX_GPUS_PER_NODE} are supported"
-        return tuple(Gpu(type=labels.get(GPU_PRODUCT_LABEL, "")) for _ in range(advertised)), False, ""
+        return (Gpu(type=labels.get(GPU_PRODUCT_LABEL, "")),) * advertised, False, ""
     if advertised <= 0:
         return (
             (),

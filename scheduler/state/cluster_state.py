@@ -174,23 +174,22 @@ class ClusterState:
             self._column(name)
         if self._size == self._allocatable.shape[0]:
             self._grow()
-        i = self._size
+        i = self._size  # its rows are all zero (``remove_node`` leaves them so)
         self._size += 1
         self.nodes.append(node)
         self.node_index[node.name] = i
         self.pods_on_node.append({})
-        self._write_node_row(i, node)
-        self._reset_gpus(i)
-        self._requested[i] = 0
-        self._nonzero_requested[i] = 0
+        self._write_node_row(i, node, zeroed=True)
+        self._free_gpus(i)
         self.topology_version += 1
         return i
 
-    def _write_node_row(self, i: int, node: Node) -> None:
-        row = np.zeros(len(self.resource_names), np.int64)
+    def _write_node_row(self, i: int, node: Node, zeroed: bool = False) -> None:
+        allocatable = self._allocatable[i]
+        if not zeroed:
+            allocatable[:] = 0
         for name, amount in node.allocatable.items():
-            row[self.resource_index[name]] = amount
-        self._allocatable[i] = row
+            allocatable[self.resource_index[name]] = amount
         self._gpu_count[i] = node.gpu_count
         self._gpu_sharing[i] = node.gpu_sharing
         self._gpu_model_id[i] = self._model_id(node.gpu_model)
@@ -198,8 +197,6 @@ class ClusterState:
 
     def _reset_gpus(self, i: int) -> None:
         """Node ``i``'s GPUs all free."""
-        gpus = self.nodes[i].gpus
-        count = len(gpus)
         for array in (
             self._gpu_free_milli,
             self._gpu_memory,
@@ -208,6 +205,14 @@ class ClusterState:
             self._gpu_free_slots,
         ):
             array[i] = 0
+        self._free_gpus(i)
+
+    def _free_gpus(self, i: int) -> None:
+        """Node ``i``'s GPUs all free, its GPU rows zero before."""
+        gpus = self.nodes[i].gpus
+        count = len(gpus)
+        if not count:
+            return
         self._gpu_free_milli[i, :count] = MILLI_PER_GPU
         self._gpu_memory[i, :count] = [g.memory_mib for g in gpus]
         self._gpu_free_memory[i, :count] = self._gpu_memory[i, :count]
@@ -257,6 +262,22 @@ class ClusterState:
             )
             self._take(i, kept, 1)
 
+    def _node_rows(self) -> tuple[npt.NDArray[Any], ...]:
+        """The arrays with a row per node."""
+        return (
+            self._allocatable,
+            self._requested,
+            self._nonzero_requested,
+            self._gpu_count,
+            self._gpu_free_milli,
+            self._gpu_memory,
+            self._gpu_free_memory,
+            self._gpu_slots,
+            self._gpu_free_slots,
+            self._gpu_sharing,
+            self._gpu_model_id,
+        )
+
     def remove_node(self, name: str) -> list[Pod]:
         """Drop a node; returns the pods that were on it (they are no longer placed)."""
         i = self.node_index.pop(name)
@@ -271,21 +292,11 @@ class ClusterState:
             self.nodes[i] = moved
             self.node_index[moved.name] = i
             self.pods_on_node[i] = self.pods_on_node[last]
-            for array in (
-                self._allocatable,
-                self._requested,
-                self._nonzero_requested,
-                self._gpu_count,
-                self._gpu_free_milli,
-                self._gpu_memory,
-                self._gpu_free_memory,
-                self._gpu_slots,
-                self._gpu_free_slots,
-                self._gpu_sharing,
-                self._gpu_model_id,
-            ):
+            for array in self._node_rows():
                 array[i] = array[last]
             self._touch(i)
+        for array in self._node_rows():
+            array[last] = 0  # the rows past the last node stay zero (``add_node``)
         self.nodes.pop()
         self.pods_on_node.pop()
         self._size -= 1
