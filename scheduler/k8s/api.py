@@ -199,7 +199,7 @@ class KubeApi:
                 return await asyncio.wrap_future(early)
             except Exception as error:  # listed again below; failures there are retried and logged
                 log.debug("the early listing of %s failed: %s", path, error)
-        return reads.listing(await self.get_json(path))
+        return await self.call(reads.get_listing, self.api_client, path, self.timeout)
 
     async def _write(
         self,

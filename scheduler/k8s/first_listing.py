@@ -28,16 +28,15 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from scheduler.k8s import reads
 from scheduler.k8s.endpoint import Endpoint
-from scheduler.k8s.heap import collector_paused
 
 if TYPE_CHECKING:
     from kubernetes import client
 
-Listing = tuple[list[dict[str, Any]], str]
+Listing = reads.Listing
 Fetch = Callable[[str], Listing]
 # The settings' defaults (``ClientSettings``): the early listings start before the
 # settings are read. A listing slower than this fails, and is asked for again later
@@ -75,7 +74,7 @@ def official_listing(
     api_client: client.ApiClient, paths: Iterable[str], timeout: reads.Timeout
 ) -> FirstListing:
     """The listings through the official client (its pool, proxy and credentials)."""
-    return FirstListing(lambda path: reads.listing(reads.get_json(api_client, path, timeout)), paths)
+    return FirstListing(lambda path: reads.get_listing(api_client, path, timeout), paths)
 
 
 def early_listing(
@@ -146,10 +145,7 @@ class EndpointReader:
             connection.close()
 
     def listing(self, path: str) -> Listing:
-        _content_type, body = self.get(path)
-        with collector_paused():  # a JSON document has no cycles (scheduler.k8s.heap)
-            document = reads.parse_json(body)
-        return reads.listing(document)
+        return reads.decode_listing(*self.get(path, reads.listing_accept(path)))
 
     def close(self) -> None:
         """Cut every request in flight short (their threads fail at once)."""

@@ -14,7 +14,9 @@ from urllib.parse import urlencode
 
 import pydantic_core
 
+from scheduler.k8s import node_protobuf
 from scheduler.k8s.heap import collector_paused
+from scheduler.k8s.paths import NODES
 
 if TYPE_CHECKING:
     from kubernetes import client
@@ -28,6 +30,8 @@ def parse_json(document: bytes) -> Any:
     return pydantic_core.from_json(document)
 
 
+JSON = "application/json"
+Listing = tuple[list[dict[str, Any]], str]
 # Names the threads that make the official client's calls: at exit, the scheduler does
 # not wait for one still blocked in a call (``operator.exit_past_blocked_calls``).
 WORKER_PREFIX = "kube-api"
@@ -37,24 +41,34 @@ Timeout = tuple[float, float]  # (connect, read) seconds
 
 
 def request_headers(
-    api_client: client.ApiClient, method: str, path: str, content_type: str | None = None
+    api_client: client.ApiClient,
+    method: str,
+    path: str,
+    content_type: str | None = None,
+    accept: str = JSON,
 ) -> dict[str, str]:
     """A request's headers as the official client sends them: its default headers,
-    JSON, and the Configuration's token, refreshed by its hook (service account tokens
-    rotate)."""
-    headers = {**api_client.default_headers, "Accept": "application/json"}
+    ``accept`` (JSON), and the Configuration's token, refreshed by its hook (service
+    account tokens rotate)."""
+    headers = {**api_client.default_headers, "Accept": accept}
     if content_type is not None:
         headers["Content-Type"] = content_type
     api_client.update_params_for_auth(headers, None, AUTH_SETTINGS, path, method, None)
     return headers
 
 
-def get(api_client: client.ApiClient, path: str, query: Mapping[str, str] | None, timeout: Timeout) -> Any:
+def get(
+    api_client: client.ApiClient,
+    path: str,
+    query: Mapping[str, str] | None,
+    timeout: Timeout,
+    accept: str = JSON,
+) -> Any:
     """GET ``path`` (with ``query``); the urllib3 response, unread. A non-2xx answer
     raises ``ApiException`` as the generated methods do."""
     host = str(api_client.configuration.host).rstrip("/")
     url = host + path + (f"?{urlencode(query)}" if query else "")
-    headers = request_headers(api_client, "GET", path)
+    headers = request_headers(api_client, "GET", path, accept=accept)
     answer: Any = api_client.call_api("GET", url, header_params=headers, _request_timeout=timeout)
     if not 200 <= answer.status <= 299:
         from kubernetes.client.exceptions import ApiException  # noqa: PLC0415 - light module (above)
@@ -76,7 +90,32 @@ def get_json(api_client: client.ApiClient, path: str, timeout: Timeout) -> dict[
     return parsed
 
 
-def listing(document: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str]:
+def listing(document: Mapping[str, Any]) -> Listing:
     """A list answer's items and its resourceVersion (where a watch starts)."""
     items: list[dict[str, Any]] = document.get("items") or []
     return items, str((document.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def listing_accept(path: str) -> str:
+    """What a listing of ``path`` asks for: protobuf for nodes (the large listing,
+    ``scheduler.k8s.node_protobuf``), JSON for the rest."""
+    return node_protobuf.ACCEPT if path == NODES else JSON
+
+
+def decode_listing(content_type: str, body: bytes) -> Listing:
+    """A listing's items and resourceVersion from its answer, in the encoding the
+    server chose (a server without protobuf answers JSON)."""
+    with collector_paused():  # no cycles in either (scheduler.k8s.heap)
+        if content_type.startswith(node_protobuf.CONTENT_TYPE):
+            return node_protobuf.decode_node_list(body)
+        return listing(parse_json(body))
+
+
+def get_listing(api_client: client.ApiClient, path: str, timeout: Timeout) -> Listing:
+    """A listing of ``path`` through the official client's pool, read at once."""
+    response = get(api_client, path, None, timeout, accept=listing_accept(path))
+    try:
+        body = response.read()
+    finally:
+        response.release_conn()
+    return decode_listing(str(response.headers.get("Content-Type") or ""), body)
