@@ -21,17 +21,22 @@ TOPOLOGY_LABELS = (ZONE_LABEL, RACK_LABEL)
 NodeSignature = tuple[object, ...]
 
 
-def _ring_edges(groups: dict[tuple[object, ...], list[int]], degree: int) -> set[tuple[int, int]]:
-    edges: set[tuple[int, int]] = set()
-    half = max(1, degree // 2)
-    for members in groups.values():
-        size = len(members)
-        for position, node in enumerate(members):
-            for step in range(1, min(half, size - 1) + 1):
-                other = members[(position + step) % size]
-                edges.add((node, other))
-                edges.add((other, node))
-    return edges
+def _ring_keys(members: list[int], half: int, n: int) -> list[IntArray]:
+    """Links from each member to the next ``half`` members around the group's ring,
+    both ways, as ``target * n + source`` (``structure_edges`` sorts and dedups them)."""
+    ring = np.asarray(members, np.int64)
+    keys = []
+    for step in range(1, min(half, ring.size - 1) + 1):
+        other = np.roll(ring, -step)
+        keys += [other * n + ring, ring * n + other]
+    return keys
+
+
+def _shape_columns(state: ClusterState) -> tuple[list[int], list[int]]:
+    """Every node's allocatable CPU and memory, as Python ints."""
+    cpu: list[int] = state.allocatable[:, CPU_COLUMN].tolist()
+    memory: list[int] = state.allocatable[:, MEMORY_COLUMN].tolist()
+    return cpu, memory
 
 
 def node_shape(state: ClusterState, i: int) -> tuple[object, ...]:
@@ -47,24 +52,46 @@ def node_shape(state: ClusterState, i: int) -> tuple[object, ...]:
 
 
 def structure_edges(state: ClusterState, degree: int) -> IntArray:
-    """``[2, E]`` links between nodes of the same shape and of the same zone/rack."""
-    shapes: dict[tuple[object, ...], list[int]] = defaultdict(list)
-    zones: dict[tuple[object, ...], list[int]] = defaultdict(list)
+    """``[2, E]`` links between nodes of the same shape and of the same zone/rack, each
+    once, ordered by target then source."""
+    n = len(state)
+    cpu, memory = _shape_columns(state)
+    groups: dict[tuple[object, ...], list[int]] = defaultdict(list)
     for i, node in enumerate(state.nodes):
-        shapes[node_shape(state, i)].append(i)
+        groups[("shape", node.gpu_model, node.gpu_count, cpu[i], memory[i])].append(i)
         for label in TOPOLOGY_LABELS:
             if label in node.labels:
-                zones[(label, node.labels[label])].append(i)
-    edges = sorted(_ring_edges(shapes, degree) | _ring_edges(zones, degree), key=lambda e: (e[1], e[0]))
-    if not edges:
+                groups[(label, node.labels[label])].append(i)
+    half = max(1, degree // 2)
+    keys = [key for members in groups.values() for key in _ring_keys(members, half, n)]
+    if not keys:
         return np.zeros((2, 0), np.int64)
-    return np.array(edges, np.int64).T.copy()
+    unique = np.unique(np.concatenate(keys))  # sorted: by target, then source
+    return np.stack([unique % n, unique // n])
 
 
 def node_signature(state: ClusterState, i: int) -> NodeSignature:
     """What ``structure_edges`` and the model statistics read of node ``i``."""
     node = state.nodes[i]
     return (node.name, *node_shape(state, i), *(node.labels.get(label) for label in TOPOLOGY_LABELS))
+
+
+def node_signatures(state: ClusterState) -> list[NodeSignature]:
+    """``node_signature`` of every node, at once."""
+    cpu, memory = _shape_columns(state)
+    zone, rack = TOPOLOGY_LABELS
+    return [
+        (
+            node.name,
+            node.gpu_model,
+            node.gpu_count,
+            cpu[i],
+            memory[i],
+            node.labels.get(zone),
+            node.labels.get(rack),
+        )
+        for i, node in enumerate(state.nodes)
+    ]
 
 
 class SignatureWatch:
@@ -84,7 +111,7 @@ class SignatureWatch:
     def changed(self, state: ClusterState) -> bool:
         n = len(state)
         if len(self._signatures) != n:
-            self._signatures = [node_signature(state, i) for i in range(n)]
+            self._signatures = node_signatures(state)
             self._version = state.node_version.copy()
             return True
         touched = np.flatnonzero(self._version != state.node_version)

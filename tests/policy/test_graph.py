@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from devcluster import nodes as devnodes
 from scheduler.objects.node_manifest import node_from_manifest
-from scheduler.objects.topology import ZONE_LABEL
+from scheduler.objects.topology import RACK_LABEL, ZONE_LABEL
 from scheduler.plugins.profiles import default_filters
-from scheduler.policy.edges import structure_edges
+from scheduler.policy.edges import (
+    TOPOLOGY_LABELS,
+    node_shape,
+    node_signature,
+    node_signatures,
+    structure_edges,
+)
 from scheduler.policy.features import NODE_FEATURES, PAIR_FEATURES, POD_FEATURES
 from scheduler.policy.graph import GraphBuilder, action_mask, feasible_nodes
+from scheduler.state.cluster_state import ClusterState
 from scheduler.state.fragmentation import PodShape, TypicalPods
 from tests.builders import make_node, make_pod, make_state
 
@@ -225,3 +234,58 @@ def test_a_pod_request_row_is_kept_until_the_cluster_supply_changes() -> None:
     )
     assert np.array_equal(again, fresh)
     assert not np.array_equal(again, first)
+
+
+def ring_edges_reference(state: ClusterState, degree: int) -> list[tuple[int, int]]:
+    """The edges as first written: a set of (source, target) links around each group's
+    ring, sorted by target then source."""
+    groups: dict[tuple[object, ...], list[int]] = {}
+    for i, node in enumerate(state.nodes):
+        groups.setdefault(("shape", *node_shape(state, i)), []).append(i)
+        for label in TOPOLOGY_LABELS:
+            if label in node.labels:
+                groups.setdefault((label, node.labels[label]), []).append(i)
+    half = max(1, degree // 2)
+    links: set[tuple[int, int]] = set()
+    for members in groups.values():
+        for position, node_index in enumerate(members):
+            for step in range(1, min(half, len(members) - 1) + 1):
+                other = members[(position + step) % len(members)]
+                links |= {(node_index, other), (other, node_index)}
+    return sorted(links, key=lambda link: (link[1], link[0]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["T4", "V100", ""]),
+            st.integers(0, 2),
+            st.sampled_from(["zone-a", "zone-b", None]),
+            st.sampled_from(["rack-1", "rack-2", None]),
+        ),
+        max_size=40,
+    ),
+    st.integers(1, 6),
+)
+def test_edges_and_signatures_at_once_are_those_node_by_node(
+    shapes: list[tuple[str, int, str | None, str | None]], degree: int
+) -> None:
+    nodes = []
+    for i, (model, gpus, zone, rack) in enumerate(shapes):
+        labels = {key: value for key, value in ((ZONE, zone), (RACK_LABEL, rack)) if value}
+        nodes.append(
+            make_node(
+                f"n{i}",
+                cpu=str(4 + 4 * (i % 2)),
+                gpus=gpus if model else 0,
+                model=model or None,
+                hami=False,
+                labels=labels,
+            )
+        )
+    state = make_state(nodes)
+    assert [tuple(edge) for edge in structure_edges(state, degree).T.tolist()] == ring_edges_reference(
+        state, degree
+    )
+    assert node_signatures(state) == [node_signature(state, i) for i in range(len(state))]
