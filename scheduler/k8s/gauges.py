@@ -4,6 +4,7 @@ cluster allocation and GPU fragmentation, and the experience log's counters."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import TYPE_CHECKING
 
 from scheduler.state.cluster_state import CPU_COLUMN, MEMORY_COLUMN
@@ -38,10 +39,14 @@ class ExperienceCounters:
 
 
 async def refresh_gauges(runtime: SchedulerRuntime) -> None:
-    """Publish the gauges every ``GAUGE_PERIOD_S``; never returns."""
+    """Publish the gauges every ``GAUGE_PERIOD_S``, the first time once the scheduler
+    has first run out of work (or after a period): the fragmentation of every node
+    (0.1 s at 5,000 nodes) ran between the first decision and its bind. Never returns."""
     metrics = runtime.metrics
     counters = ExperienceCounters()
     model = None
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(runtime.first_idle.wait(), GAUGE_PERIOD_S)
     while True:
         counters.publish(runtime)
         for queue_name, size in runtime.queue.sizes().items():
