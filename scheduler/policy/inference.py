@@ -41,6 +41,7 @@ from scheduler.policy.features import (
     IDLE_GPUS_AFTER,
     IS_CPU_ONLY,
     IS_SHARE,
+    PAIR_FEATURES,
 )
 from scheduler.policy.graph import GraphBuilder
 from scheduler.state.cluster_state import ClusterState, IntArray
@@ -163,11 +164,18 @@ class NumpyScorer:
         return penalty
 
 
+# The pair features kept per pod request, together at most this large: a placement
+# changes one node's features but the embeddings of its graph neighbours too (a dozen
+# nodes), whose logits must be made again with the same pair features.
+PAIR_CACHE_BYTES = 32 * 2**20
+
+
 @dataclass
 class _Logits:
-    node_version: IntArray
+    node_version: IntArray  # of the node when its logit (and pair features) were made
     embedding_version: IntArray
     values: FloatArray
+    pair_x: FloatArray | None = None  # [N, len(PAIR_FEATURES)], while the budget allows
 
 
 def pod_key(pod: Pod) -> PodKey:
@@ -180,9 +188,12 @@ def pod_key(pod: Pod) -> PodKey:
 class CachedScorer:
     """Logits of one state's nodes for a stream of pods, recomputing what changed."""
 
-    def __init__(self, scorer: NumpyScorer, builder: GraphBuilder) -> None:
+    def __init__(
+        self, scorer: NumpyScorer, builder: GraphBuilder, pair_cache_bytes: int = PAIR_CACHE_BYTES
+    ) -> None:
         self.scorer = scorer
         self.builder = builder
+        self.pair_cache_bytes = pair_cache_bytes
         self._serial = -1
         self._edges_id = -1
         self._version = np.zeros(0, np.int64)
@@ -195,6 +206,19 @@ class CachedScorer:
         self._out_ptr = np.zeros(1, np.int64)
         self._out_dst = np.zeros(0, np.int64)
         self._logits: OrderedDict[PodKey, _Logits] = OrderedDict()
+
+    def _new_entry(self, n: int) -> _Logits:
+        """Logits for a new pod request, with room for its pair features; the least
+        recently used requests give theirs up to keep all within ``pair_cache_bytes``."""
+        entry = _Logits(np.full(n, -1, np.int64), np.full(n, -1, np.int64), np.zeros(n, np.float32))
+        size = n * len(PAIR_FEATURES) * 4
+        if size > self.pair_cache_bytes:
+            return entry
+        holders = [other for other in self._logits.values() if other.pair_x is not None]
+        for other in holders[: max(0, len(holders) + 1 - self.pair_cache_bytes // size)]:
+            other.pair_x = None  # least recently used first: their stale nodes get new rows
+        entry.pair_x = np.zeros((n, len(PAIR_FEATURES)), np.float32)
+        return entry
 
     def _index_edges(self, edges: IntArray, n: int) -> None:
         """Incoming edges per target with a self loop first; outgoing targets per node."""
@@ -256,18 +280,24 @@ class CachedScorer:
         entry = self._logits.get(key)
         n = len(state)
         if entry is None:
-            entry = _Logits(np.full(n, -1, np.int64), np.full(n, -1, np.int64), np.zeros(n, np.float32))
+            entry = self._new_entry(n)
             self._logits[key] = entry
             if len(self._logits) > _MAX_POD_KEYS:
                 self._logits.popitem(last=False)
         else:
             self._logits.move_to_end(key)
-        stale = nodes[
-            (entry.node_version[nodes] != state.node_version[nodes])
-            | (entry.embedding_version[nodes] != self._embedding_version[nodes])
-        ]
+        moved = entry.node_version[nodes] != state.node_version[nodes]
+        stale = nodes[moved | (entry.embedding_version[nodes] != self._embedding_version[nodes])]
         if stale.size:
-            pair_x, _ = self.builder.pair_features(state, pod, stale)
+            if entry.pair_x is None:
+                pair_x, _ = self.builder.pair_features(state, pod, stale)
+            else:
+                # Nodes whose own state moved get new pair features; the others only a
+                # new embedding (a neighbour's changed): their pair features stand.
+                changed = nodes[moved]
+                if changed.size:
+                    entry.pair_x[changed] = self.builder.pair_features(state, pod, changed)[0]
+                pair_x = entry.pair_x[stale]
             pod_x = self.builder.pod_features(pod, state)
             entry.values[stale] = self.scorer.head(self._embedding[stale], pair_x, pod_x)
             entry.node_version[stale] = state.node_version[stale]

@@ -3,6 +3,7 @@ torch model, FGD's decisions from an untrained scorer, and the profile by name."
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ from scheduler.objects.node_manifest import node_from_manifest
 from scheduler.objects.pod_manifest import pod_from_manifest
 from scheduler.plugins.profiles import build_profile, default_filters
 from scheduler.plugins.registry import ProfileContext
+from scheduler.policy import inference
 from scheduler.policy.checkpoint import CheckpointError, save_checkpoint
 from scheduler.policy.config import ScorerConfig
 from scheduler.policy.graph import GraphBuilder, feasible_nodes
@@ -186,3 +188,47 @@ def test_the_profile_refuses_a_bad_checkpoint(tmp_path: Path) -> None:
 )
 def test_integer_scores_keep_the_choice(values: list[float], expected: list[int]) -> None:
     assert integer_scores(np.array(values, np.float32)).tolist() == expected
+
+
+def test_kept_pair_features_give_the_logits_made_afresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pair features are kept per pod request and node version: a node whose embedding
+    alone changed (a neighbour took a pod) gets its logit again from the kept row. Over
+    a trace's placements the logits equal, bit for bit, those of a scorer that keeps no
+    pair features; with room for two requests' rows, a third takes the least recently
+    used one's."""
+    pods_csv, nodes_csv = write_trace(tmp_path)
+    pods, nodes = load_pods(pods_csv), load_nodes(nodes_csv)
+    scorer = numpy_scorer(random_scorer(7))
+    state = ClusterState(nodes)
+    typical = trace_typical_pods(pods)
+    kept = CachedScorer(scorer, GraphBuilder(typical))
+    afresh = CachedScorer(scorer, GraphBuilder(typical), pair_cache_bytes=0)
+    compared = 0
+    for round_, trace_pod in [(r, p) for r in range(3) for p in pods]:
+        pod = replace(trace_pod, name=f"{trace_pod.name}-{round_}")
+        candidates = feasible_nodes(state, pod, default_filters())
+        if candidates.size == 0:
+            continue
+        assert (
+            kept.logits(state, pod, candidates).tobytes() == afresh.logits(state, pod, candidates).tobytes()
+        )
+        compared += 1
+        node = int(candidates[0])
+        gpus = tuple(
+            int(g)
+            for g in np.flatnonzero(state.gpu_free_milli[node] >= pod.gpu.milli_per_gpu)[: pod.gpu.count]
+        )
+        state.place(pod, state.nodes[node].name, gpus if pod.gpu.milli_per_gpu else ())
+    assert compared > len(pods)
+    assert all(entry.pair_x is None for entry in afresh._logits.values())
+    assert all(entry.pair_x is not None for entry in kept._logits.values())
+
+    row_bytes = len(state) * len(inference.PAIR_FEATURES) * 4
+    budget = CachedScorer(scorer, GraphBuilder(typical), pair_cache_bytes=2 * row_bytes)
+    shapes = [pods[0], pods[2], pods[3]]  # three requests
+    for pod in shapes:
+        budget.logits(state, pod, np.arange(len(state)))
+    holding = [entry.pair_x is not None for entry in budget._logits.values()]
+    assert holding == [False, True, True]
