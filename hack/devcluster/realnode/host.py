@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -200,6 +201,10 @@ def _iptables_tables() -> list[tuple[str, str]]:
 
 
 def _saved(command: str, table: str) -> str:
+    """``<command>-save -t <table>``; empty on a machine without iptables (no chains
+    either: the unit tier runs before the real-node tier installs it)."""
+    if shutil.which(f"{command}-save") is None:
+        return ""
     return _run(f"{command}-save", "-t", table).stdout
 
 
