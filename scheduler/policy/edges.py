@@ -103,6 +103,7 @@ class SignatureWatch:
     def __init__(self) -> None:
         self._signatures: list[NodeSignature] = []
         self._version = np.zeros(0, np.int64)
+        self._clock = -1  # ``ClusterState.clock`` at the last look
 
     def forget(self) -> None:
         """Start over (a new state: its node versions are another count)."""
@@ -113,7 +114,11 @@ class SignatureWatch:
         if len(self._signatures) != n:
             self._signatures = node_signatures(state)
             self._version = state.node_version.copy()
+            self._clock = state.clock
             return True
+        if state.clock == self._clock:
+            return False
+        self._clock = state.clock
         touched = np.flatnonzero(self._version != state.node_version)
         changed = False
         for i in touched.tolist():

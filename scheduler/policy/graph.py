@@ -113,12 +113,16 @@ class GraphBuilder:
 
     def node_features(self, state: ClusterState) -> FloatArray:
         """``[N, len(NODE_FEATURES)]``, recomputing only rows whose node changed."""
+        return self.node_features_and_stale(state)[0]
+
+    def node_features_and_stale(self, state: ClusterState) -> tuple[FloatArray, IntArray]:
+        """``node_features`` and the rows it recomputed (``stale_nodes`` before it)."""
         self._sync(state)
         stale = np.flatnonzero(self._version != state.node_version)
         if stale.size:
             self._node_x[stale] = node_rows(state, stale, self.frag, self.supply)
             self._version[stale] = state.node_version[stale]
-        return self._node_x
+        return self._node_x, stale
 
     def stale_nodes(self, state: ClusterState) -> IntArray:
         """Rows that ``node_features`` would recompute now."""

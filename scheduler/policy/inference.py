@@ -49,6 +49,8 @@ from scheduler.state.cluster_state import ClusterState, IntArray
 FloatArray = npt.NDArray[np.float32]
 PodKey = tuple[int, int, int, int, tuple[str, ...], tuple[object, ...]]
 _MAX_POD_KEYS = 256
+# Padded edges mixed at once (a start mixes every node: in chunks, to bound the temporaries).
+_MIX_EDGES = 1 << 15
 
 
 class NumpyScorer:
@@ -93,38 +95,40 @@ class NumpyScorer:
         out: FloatArray = np.maximum(node_x @ self.enc_w + self.enc_b, 0.0)
         return out
 
-    def mix(
-        self, encoded: FloatArray, targets: IntArray, sources: IntArray, segments: IntArray
-    ) -> FloatArray:
-        """Embeddings of ``targets``. Incoming edges come grouped by target:
-        ``sources[segments[k]:segments[k + 1]]`` feed ``targets[k]`` (self loop included)."""
+    def sides(self, encoded: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """The GATv2 layer's two transforms of each node, ``([N, heads * C], [N, heads * C])``:
+        as a source (``lin_l``) and as a target (``lin_r``). A node's pair changes only
+        with its encoding, so a cache keeps them per node."""
         if not self.has_conv:
-            return encoded[targets]
+            empty = np.zeros((encoded.shape[0], 0), np.float32)
+            return empty, empty
+        source: FloatArray = encoded @ self.lin_l_w + self.lin_l_b
+        target: FloatArray = encoded @ self.lin_r_w + self.lin_r_b
+        return source, target
+
+    def mix(
+        self, encoded: FloatArray, source: FloatArray, target: FloatArray, padding: FloatArray
+    ) -> FloatArray:
+        """Embeddings of T targets from their own ``encoded [T, H]`` and ``target [T,
+        heads * C]`` sides and the source sides of their incoming edges, padded to D per
+        target (self loop included): ``source [T, D, heads * C]``, ``padding [T, D]`` 0
+        for an edge and -inf for padding. Sums run over D in edge order, as a
+        segment-wise reduction would."""
+        if not self.has_conv:
+            return encoded
         heads, channels = self.heads, self.channels
-        # The source transform per node when the edges outnumber the nodes (all of them,
-        # at a start: 60,000 edges for 5,000 nodes), else per edge; then as few
-        # temporaries of [E, heads, C] as the arithmetic allows. Same values as per
-        # edge to float32 rounding (3e-6 on the bench cluster's nodes).
-        if sources.size > encoded.shape[0]:
-            x_l = (encoded @ self.lin_l_w + self.lin_l_b)[sources]
-        else:
-            x_l = encoded[sources] @ self.lin_l_w + self.lin_l_b
-        x_l = x_l.reshape(-1, heads, channels)
-        x_r = (encoded[targets] @ self.lin_r_w + self.lin_r_b).reshape(-1, heads, channels)
-        counts = np.diff(segments)
-        z = np.repeat(x_r, counts, axis=0)
-        z += x_l
+        t, d = padding.shape
+        x_l = source.reshape(t, d, heads, channels)
+        z = x_l + target.reshape(t, 1, heads, channels)
         np.maximum(z, z * np.float32(self.slope), out=z)  # leaky ReLU (slope < 1)
-        alpha = np.einsum("ehc,hc->eh", z, self.att)  # [E, heads]
-        starts = segments[:-1]
-        top = np.maximum.reduceat(alpha, starts, axis=0)
-        weights = np.exp(alpha - np.repeat(top, counts, axis=0))
-        total = np.add.reduceat(weights, starts, axis=0)
-        weights /= np.repeat(total, counts, axis=0) + 1e-16
-        np.multiply(x_l, weights[:, :, None], out=z)
-        mixed = np.add.reduceat(z, starts, axis=0)  # [T, heads, C]
-        conv = mixed.mean(axis=1) + self.conv_bias
-        out: FloatArray = (encoded[targets] + np.maximum(conv, 0.0)).astype(np.float32)
+        alpha = np.einsum("tdhc,hc->tdh", z, self.att)  # [T, D, heads]
+        alpha += padding[:, :, None]
+        alpha -= alpha.max(axis=1, keepdims=True)
+        weights = np.exp(alpha, out=alpha)
+        weights /= weights.sum(axis=1, keepdims=True) + np.float32(1e-16)
+        np.multiply(x_l, weights[:, :, :, None], out=z)
+        conv = z.sum(axis=1).sum(axis=1) / np.float32(heads) + self.conv_bias  # mean over heads
+        out: FloatArray = (encoded + np.maximum(conv, 0.0)).astype(np.float32)
         return out
 
     def head_hidden(self, embedding: FloatArray, pair_x: FloatArray, pod_x: FloatArray) -> FloatArray:
@@ -201,8 +205,10 @@ class CachedScorer:
         self._embedding = np.zeros((0, scorer.hidden), np.float32)
         self._embedding_version = np.zeros(0, np.int64)
         self._clock = 0
-        self._in_ptr = np.zeros(1, np.int64)
-        self._in_src = np.zeros(0, np.int64)
+        self._source = np.zeros((0, 0), np.float32)
+        self._target = np.zeros((0, 0), np.float32)
+        self._in_src = np.zeros((0, 1), np.int64)
+        self._in_padding = np.zeros((0, 1), np.float32)
         self._out_ptr = np.zeros(1, np.int64)
         self._out_dst = np.zeros(0, np.int64)
         self._logits: OrderedDict[PodKey, _Logits] = OrderedDict()
@@ -221,49 +227,77 @@ class CachedScorer:
         return entry
 
     def _index_edges(self, edges: IntArray, n: int) -> None:
-        """Incoming edges per target with a self loop first; outgoing targets per node."""
+        """Incoming edges per target, self loop first, padded to the largest in-degree
+        (``_in_src [N, D]``, ``_in_padding`` 0 for an edge, -inf for padding);
+        outgoing targets per node."""
         loops = np.arange(n, dtype=np.int64)
         src = np.concatenate([loops, edges[0]])
         dst = np.concatenate([loops, edges[1]])
         order = np.lexsort((np.arange(src.size), dst))  # by target, self loop first
-        self._in_src = src[order]
-        self._in_ptr = np.searchsorted(dst[order], np.arange(n + 1)).astype(np.int64)
+        counts = np.bincount(dst, minlength=n)
+        width = int(counts.max()) if n else 1
+        rows = dst[order]
+        cols = np.arange(src.size) - np.repeat(np.cumsum(counts) - counts, counts)
+        self._in_src = np.repeat(loops[:, None], width, axis=1)
+        self._in_src[rows, cols] = src[order]
+        self._in_padding = np.full((n, width), -np.inf, np.float32)
+        self._in_padding[rows, cols] = 0.0
         order = np.argsort(edges[0], kind="stable")
         self._out_dst = edges[1][order]
         self._out_ptr = np.searchsorted(edges[0][order], np.arange(n + 1)).astype(np.int64)
 
     def _mix(self, targets: IntArray) -> FloatArray:
-        starts, ends = self._in_ptr[targets], self._in_ptr[targets + 1]
-        counts = ends - starts
-        segments = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        picked = np.repeat(starts - segments[:-1], counts) + np.arange(segments[-1])
-        return self.scorer.mix(self._encoded, targets, self._in_src[picked], segments)
+        """Embeddings of ``targets``, in chunks of about ``_MIX_EDGES`` padded edges."""
+        width = self._in_padding.shape[1]
+        step = max(1, _MIX_EDGES // width)
+        if targets.size <= step:
+            return self._mix_chunk(targets)
+        return np.concatenate([self._mix_chunk(targets[i : i + step]) for i in range(0, targets.size, step)])
+
+    def _mix_chunk(self, targets: IntArray) -> FloatArray:
+        return self.scorer.mix(
+            self._encoded[targets],
+            self._source[self._in_src[targets]],
+            self._target[targets],
+            self._in_padding[targets],
+        )
+
+    def _encode(self, rows: IntArray | slice, node_x: FloatArray) -> None:
+        encoded = self.scorer.encode(node_x)
+        self._encoded[rows] = encoded
+        self._source[rows], self._target[rows] = self.scorer.sides(encoded)
 
     def refresh(self, state: ClusterState) -> None:
         """Bring encodings and embeddings up to date with ``state``."""
-        stale = self.builder.stale_nodes(state)
-        node_x = self.builder.node_features(state)
+        node_x, stale = self.builder.node_features_and_stale(state)
         edges = self.builder.edge_index
         n = len(state)
         if state.serial != self._serial or id(edges) != self._edges_id or self._version.size != n:
             self._serial, self._edges_id = state.serial, id(edges)
             self._index_edges(edges, n)
             self._logits.clear()
-            self._encoded = self.scorer.encode(node_x)
-            everything = np.arange(n, dtype=np.int64)
-            self._embedding = self._mix(everything)
+            width = self.scorer.heads * self.scorer.channels if self.scorer.has_conv else 0
+            self._encoded = np.zeros((n, self.scorer.hidden), np.float32)
+            self._source = np.zeros((n, width), np.float32)
+            self._target = np.zeros((n, width), np.float32)
+            self._encode(slice(None), node_x)
+            self._embedding = self._mix(np.arange(n, dtype=np.int64))
             self._clock += 1
             self._embedding_version = np.full(n, self._clock, np.int64)
             self._version = state.node_version.copy()
             return
         changed = np.flatnonzero(self._version != state.node_version)
-        changed = np.union1d(changed, stale)
+        if stale.size:
+            changed = np.union1d(changed, stale)
         if changed.size == 0:
             return
-        self._encoded[changed] = self.scorer.encode(node_x[changed])
+        self._encode(changed, node_x[changed])
         self._version[changed] = state.node_version[changed]
-        spans = [self._out_dst[self._out_ptr[i] : self._out_ptr[i + 1]] for i in changed]
-        affected = np.unique(np.concatenate([changed, *spans])) if self.scorer.has_conv else changed
+        if self.scorer.has_conv:
+            spans = [self._out_dst[self._out_ptr[i] : self._out_ptr[i + 1]] for i in changed.tolist()]
+            affected = np.unique(np.concatenate([changed, *spans]))
+        else:
+            affected = changed
         self._embedding[affected] = self._mix(affected)
         self._clock += 1
         self._embedding_version[affected] = self._clock

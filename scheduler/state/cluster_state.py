@@ -464,6 +464,11 @@ class ClusterState:
     def node_version(self) -> IntArray:
         return self._node_version[: self._size]
 
+    @property
+    def clock(self) -> int:
+        """The newest ``node_version`` given: it moves whenever any node changes."""
+        return self._clock
+
     def column(self, name: str) -> int | None:
         return self.resource_index.get(name)
 

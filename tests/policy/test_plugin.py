@@ -26,6 +26,8 @@ from scheduler.policy.scoring import integer_scores
 from scheduler.sim.replay import trace_typical_pods
 from scheduler.sim.trace import load_nodes, load_pods, trace_node_manifest, trace_pod_manifest
 from scheduler.state.cluster_state import ClusterState
+from scheduler.state.fragmentation import PodShape, TypicalPods
+from tests.builders import make_node, make_pod, make_state
 
 NODES = "sn,cpu_milli,memory_mib,gpu,model\n" + "".join(
     f"n{i},{cpu},{mem},{gpus},{model}\n"
@@ -112,6 +114,39 @@ def _node_row(node):  # type: ignore[no-untyped-def]
         node.gpu_count,
         node.gpu_model,
     )
+
+
+def test_embeddings_of_nodes_with_unequal_in_degrees_are_the_torch_layers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The GATv2 layer in numpy pads each node's incoming edges to the largest in-degree:
+    nodes with fewer (here one to five, self loop included) get the torch layer's
+    embedding, at a start and after a placement; mixing in chunks changes no bit."""
+    state = make_state(
+        [make_node(f"a{i}", cpu="8", memory="32Gi", gpus=2, model="T4") for i in range(6)]
+        + [make_node(f"b{i}", cpu="16", memory="64Gi", gpus=4, model="V100") for i in range(2)]
+        + [make_node("c0", cpu="4", memory="8Gi")]
+    )
+    model = random_scorer(5)
+    typical = TypicalPods((PodShape(4000, 500, 1),), (1.0,))
+    builder = GraphBuilder(typical)
+    cached = CachedScorer(numpy_scorer(model), builder)
+
+    def torch_embeddings() -> np.ndarray[tuple[int, int], np.dtype[np.float32]]:
+        with torch.no_grad():
+            return model.embed(
+                torch.from_numpy(builder.node_features(state)), torch.from_numpy(builder.edge_index)
+            ).numpy()
+
+    np.testing.assert_allclose(cached.embeddings(state), torch_embeddings(), rtol=1e-5, atol=1e-6)
+    assert sorted(set(np.bincount(builder.edge_index[1], minlength=len(state)).tolist())) == [0, 1, 4]
+    state.place(make_pod("p", cpu="2", memory="4Gi", gpus=1), "a2", (0,))
+    np.testing.assert_allclose(cached.embeddings(state), torch_embeddings(), rtol=1e-5, atol=1e-6)
+
+    whole = CachedScorer(numpy_scorer(model), GraphBuilder(typical)).embeddings(state)
+    monkeypatch.setattr(inference, "_MIX_EDGES", 5)  # one target a chunk
+    chunked = CachedScorer(numpy_scorer(model), GraphBuilder(typical)).embeddings(state)
+    assert chunked.tobytes() == whole.tobytes()
 
 
 def test_numpy_inference_matches_the_torch_model(tmp_path: Path) -> None:
