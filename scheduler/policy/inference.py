@@ -51,6 +51,8 @@ PodKey = tuple[int, int, int, int, tuple[str, ...], tuple[object, ...]]
 _MAX_POD_KEYS = 256
 # Padded edges mixed at once (a start mixes every node: in chunks, to bound the temporaries).
 _MIX_EDGES = 1 << 15
+# Changed nodes whose graph targets are gathered in Python rather than numpy.
+_FEW_CHANGED = 8
 
 
 class NumpyScorer:
@@ -84,6 +86,7 @@ class NumpyScorer:
         self.hidden = config.hidden
         self.prior = np.float32(PRIOR_POINTS * config.prior_weight)
         self.reserve: FloatArray | None = None
+        self._reserve_levels: dict[bytes, np.float32] = {}
         self.reserve_weight = np.float32(0.0)
         self.reserve_bounds = (np.float32(0.0), np.float32(np.inf))
         if config.reserve_term:
@@ -133,7 +136,7 @@ class NumpyScorer:
 
     def head_hidden(self, embedding: FloatArray, pair_x: FloatArray, pod_x: FloatArray) -> FloatArray:
         """The head's hidden units (after the ReLU), one row per candidate."""
-        pod = np.broadcast_to(pod_x, (pair_x.shape[0], pod_x.shape[0]))
+        pod = np.repeat(pod_x[None, :], pair_x.shape[0], axis=0)
         features = np.concatenate([embedding, pair_x, pod], axis=1)
         hidden: FloatArray = np.maximum(features @ self.head_w1 + self.head_b1, 0.0)
         return hidden
@@ -146,19 +149,31 @@ class NumpyScorer:
         out: FloatArray = (pair_x[:, FGD_SCORE] * self.prior + residual).astype(np.float32)
         return out
 
+    def reserve_level(self, pod_x: FloatArray) -> np.float32:
+        """The reserve (cores per idle GPU) ``model.ReserveTerm`` asks of a pod, kept per
+        pod row: a stream of pods asks for a few rows again and again."""
+        assert self.reserve is not None
+        key = pod_x.tobytes()
+        level = self._reserve_levels.get(key)
+        if level is None:
+            base, slope, share_offset, whole_offset, cpu_offset = self.reserve
+            share, cpu_only = pod_x[IS_SHARE], pod_x[IS_CPU_ONLY]
+            reserve = (
+                base
+                + slope * (pod_x[CPU_PRESSURE] - np.float32(PRESSURE_PIVOT))
+                + share_offset * share
+                + whole_offset * (1.0 - share - cpu_only)
+                + cpu_offset * cpu_only
+            )
+            level = np.float32(np.clip(reserve, *self.reserve_bounds))
+            if len(self._reserve_levels) >= _MAX_POD_KEYS:
+                self._reserve_levels.clear()
+            self._reserve_levels[key] = level
+        return level
+
     def reserve_penalty(self, pair_x: FloatArray, pod_x: FloatArray) -> FloatArray:
         """``model.ReserveTerm`` in numpy."""
-        assert self.reserve is not None
-        base, slope, share_offset, whole_offset, cpu_offset = self.reserve
-        share, cpu_only = pod_x[IS_SHARE], pod_x[IS_CPU_ONLY]
-        reserve = (
-            base
-            + slope * (pod_x[CPU_PRESSURE] - np.float32(PRESSURE_PIVOT))
-            + share_offset * share
-            + whole_offset * (1.0 - share - cpu_only)
-            + cpu_offset * cpu_only
-        )
-        reserve = np.clip(reserve, *self.reserve_bounds)
+        reserve = self.reserve_level(pod_x)
         shortfall = np.maximum(
             reserve * pair_x[:, IDLE_GPUS_AFTER] * np.float32(8.0)
             - pair_x[:, CPU_LEFT_AFTER] * np.float32(128.0),
@@ -287,17 +302,21 @@ class CachedScorer:
             self._version = state.node_version.copy()
             return
         changed = np.flatnonzero(self._version != state.node_version)
-        if stale.size:
-            changed = np.union1d(changed, stale)
+        if stale.size and not set(stale.tolist()) <= set(changed.tolist()):
+            changed = np.union1d(changed, stale)  # the builder made rows of unmoved nodes again
         if changed.size == 0:
             return
         self._encode(changed, node_x[changed])
         self._version[changed] = state.node_version[changed]
+        affected = changed
         if self.scorer.has_conv:
-            spans = [self._out_dst[self._out_ptr[i] : self._out_ptr[i + 1]] for i in changed.tolist()]
-            affected = np.unique(np.concatenate([changed, *spans]))
-        else:
-            affected = changed
+            rows = changed.tolist()
+            spans = [self._out_dst[self._out_ptr[i] : self._out_ptr[i + 1]] for i in rows]
+            if len(rows) <= _FEW_CHANGED:  # a placement: a node and its targets, in Python
+                fed = {j for span in spans for j in span.tolist()}
+                affected = np.array(sorted(fed.union(rows)), np.int64)
+            else:
+                affected = np.unique(np.concatenate([changed, *spans]))
         self._embedding[affected] = self._mix(affected)
         self._clock += 1
         self._embedding_version[affected] = self._clock
