@@ -116,18 +116,14 @@ class GraphBuilder:
         return self.node_features_and_stale(state)[0]
 
     def node_features_and_stale(self, state: ClusterState) -> tuple[FloatArray, IntArray]:
-        """``node_features`` and the rows it recomputed (``stale_nodes`` before it)."""
+        """``node_features`` and the rows it recomputed (those whose node changed, or all
+        of them after the statistics were rebuilt)."""
         self._sync(state)
         stale = np.flatnonzero(self._version != state.node_version)
         if stale.size:
             self._node_x[stale] = node_rows(state, stale, self.frag, self.supply)
             self._version[stale] = state.node_version[stale]
         return self._node_x, stale
-
-    def stale_nodes(self, state: ClusterState) -> IntArray:
-        """Rows that ``node_features`` would recompute now."""
-        self._sync(state)
-        return np.flatnonzero(self._version != state.node_version)
 
     # ---- per pod --------------------------------------------------------------------
 
