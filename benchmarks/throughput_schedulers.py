@@ -334,8 +334,14 @@ def compile_sources() -> None:
     """The scheduler package's bytecode, as the image has it (pip compiles what it
     installs): with ``PYTHONDONTWRITEBYTECODE`` set, a source checkout would otherwise
     compile every module at each start (0.3 s of CPU before the first bind). Modules
-    whose bytecode is current are skipped."""
-    compileall.compile_dir(Path(scheduler.__file__).parent, quiet=1)
+    whose bytecode is current are skipped. Where it cannot be written (a read-only
+    checkout), the run goes on and says that its starts include compiling."""
+    package = Path(scheduler.__file__).parent
+    if not compileall.compile_dir(package, quiet=2):
+        print(
+            f"  warning: {package}: bytecode not written; rl-scheduler's starts include compiling it",
+            flush=True,
+        )
 
 
 class NullBinder(SchedulerUnderTest):
