@@ -339,7 +339,7 @@ def compile_sources() -> None:
     package = Path(scheduler.__file__).parent
     if not compileall.compile_dir(package, quiet=2):
         print(
-            f"  warning: {package}: bytecode not written; rl-scheduler's starts include compiling it",
+            f"\n  warning: {package}: bytecode not written; rl-scheduler's starts include compiling it",
             flush=True,
         )
 
