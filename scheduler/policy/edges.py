@@ -106,8 +106,9 @@ class SignatureWatch:
         self._clock = -1  # ``ClusterState.clock`` at the last look
 
     def forget(self) -> None:
-        """Start over (a new state: its node versions are another count)."""
+        """Start over (a new state: its node versions and clock are another count)."""
         self._signatures = []
+        self._clock = -1
 
     def changed(self, state: ClusterState) -> bool:
         n = len(state)
