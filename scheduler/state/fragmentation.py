@@ -165,15 +165,18 @@ class FragmentationModel:
             (int(c), row.tobytes(), int(m)) for c, row, m in zip(cpu_left, gpu_left, model_id, strict=True)
         ]
         memo = self._memo
-        missing = [i for i, key in enumerate(keys) if key not in memo]
+        values = [memo.get(key) for key in keys]
+        missing = [i for i, value in enumerate(values) if value is None]
         if missing:
+            # The answer is built from ``values``, never read back from the memo: a full
+            # memo is emptied here, and the keys this batch found in it go with it.
             if len(memo) + len(missing) > MEMO_SIZE:
                 memo.clear()
             rows = np.array(missing, np.int64)
             computed = self._frag_amount(cpu_left[rows], gpu_left[rows], model_id[rows], gpu_models)
             for i, value in zip(missing, computed.tolist(), strict=True):
-                memo[keys[i]] = value
-        return np.array([memo[key] for key in keys], np.float64)
+                values[i] = memo[keys[i]] = value
+        return np.array(values, np.float64)
 
     def _frag_amount(
         self,

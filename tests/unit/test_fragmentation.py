@@ -116,3 +116,24 @@ def test_small_batches_from_the_memo_equal_one_large_batch() -> None:
                 small = memo.frag_amount(cpu[part], gpus[part], models[part], gpu_models)
                 np.testing.assert_array_equal(small, whole[part])
         assert len(set(whole.tolist())) > 5  # the states differ in F
+
+
+def test_a_full_memo_emptied_mid_batch_still_answers_the_keys_it_had_found(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A batch of found and new states, when the new ones overflow the memo: the memo
+    is emptied, and the found ones must still be answered (they were read back from
+    the emptied memo: KeyError)."""
+    monkeypatch.setattr("scheduler.state.fragmentation.MEMO_SIZE", 4)
+    typical = TypicalPods((PodShape(1000, 500, 1), PodShape(2000, 0, 0)), (0.5, 0.5))
+    cpu = np.array([1000, 2000, 3000, 4000, 5000], np.int64)
+    gpus = np.array([[1000, 0], [500, 500], [250, 0], [0, 0], [1000, 1000]], np.int64)
+    models = np.full(5, -1, np.int64)
+    gpu_models = ["T4"]
+    whole = FragmentationModel(typical).frag_amount(cpu, gpus, models, gpu_models)
+    memo = FragmentationModel(typical)
+    memo.frag_amount(cpu[:3], gpus[:3], models[:3], gpu_models)  # 3 of 4 entries taken
+    # states 1 and 2 are found, states 3 and 4 are new: 3 + 2 > 4 empties the memo
+    rows = slice(1, 5)
+    found = memo.frag_amount(cpu[rows], gpus[rows], models[rows], gpu_models)
+    np.testing.assert_array_equal(found, whole[rows])
