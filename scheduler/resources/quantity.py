@@ -5,6 +5,13 @@ by a binary SI suffix (``Ki`` .. ``Ei``, powers of 1024), a decimal SI suffix (`
 ``m``, ``k``, ``M``, ``G``, ``T``, ``P``, ``E``) or a decimal exponent (``1e3``, ``2E-3``).
 Values are kept exact (``Fraction``) and rounded up when converted to integers, as
 ``Quantity.Value()`` and ``Quantity.MilliValue()`` round up.
+
+The API server stores quantities of any length and exponents up to about 2**20
+(``1e1048577`` is kept as ``100e1048575``). Such a number is bounded before it is
+converted, so that reading it costs microseconds, never seconds or megabytes: the text
+is at most ``MAX_TEXT`` characters, a value of ``1e40`` or more (far above any node's
+capacity in any unit) is refused, and a non-zero value below ``1e-40`` counts as
+``1e-40``, which rounds up to one unit and to one thousandth as the exact value does.
 """
 
 from __future__ import annotations
@@ -33,8 +40,14 @@ _QUANTITY = re.compile(
     r"(?P<sign>[+-]?)(?P<number>[0-9]+\.?[0-9]*|\.[0-9]+)"
     r"(?:(?P<exp>[eE][+-]?[0-9]+)|(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]?))"
 )
-# apimachinery refuses exponents that would overflow its inf.Dec scale.
-_MAX_EXPONENT = 1 << 20
+# Longer texts are refused before the pattern runs (the longest of a real manifest is
+# a few dozen characters); the pattern's backtracking is quadratic in the length.
+MAX_TEXT = 256
+# Values of 10**MAX_MAGNITUDE or more are refused and non-zero ones below its inverse
+# rounded to it: 1e40 cores or bytes is more than any cluster holds (callers cap
+# amounts at 2**60 anyway).
+MAX_MAGNITUDE = 40
+_TINY = Fraction(1, 10**MAX_MAGNITUDE)
 
 
 def parse_quantity(text: str | int | float, *, obj: str = "quantity", field: str = "value") -> Fraction:
@@ -59,19 +72,32 @@ def parse_quantity(text: str | int | float, *, obj: str = "quantity", field: str
 def _parse_text(text: str) -> Fraction | str:
     """The value of a quantity string, or why it does not parse. Pods repeat a few
     strings (``500m``, ``1Gi``) thousands of times: parsing each once matters."""
+    if len(text) > MAX_TEXT:
+        return f"quantity {text[:20]!r}... is {len(text)} characters long; at most {MAX_TEXT} are read"
     match = _QUANTITY.fullmatch(text)
     if match is None:
         return f"quantity {text!r} does not parse (expected e.g. 100m, 1.5, 2Gi, 1e3)"
-    value = Fraction(match["number"])
+    whole, _, decimals = match["number"].partition(".")
+    digits = (whole + decimals).lstrip("0")
+    if not digits:
+        return Fraction(0)
+    # The value is digits * 10**shift * factor, and 10**(magnitude - 1) <= value <
+    # 10**magnitude (a decimal factor): bounded before anything is multiplied out.
+    shift = -len(decimals)
+    factor: Fraction | int = 1
     if match["exp"] is not None:
-        exponent = int(match["exp"][1:])
-        if abs(exponent) > _MAX_EXPONENT:
-            return f"quantity {text!r} has an exponent out of range"
-        value *= Fraction(10) ** exponent
+        exponent = match["exp"][1:].lstrip("+-").lstrip("0") or "0"
+        # Three digits reach past the bounds whatever the mantissa (at most MAX_TEXT digits).
+        exponent_value = int(exponent) if len(exponent) <= 3 else 1000
+        shift += -exponent_value if match["exp"][1] == "-" else exponent_value
     elif match["suffix"] in _BINARY:
-        value *= _BINARY[match["suffix"]]
+        factor = _BINARY[match["suffix"]]
     else:
-        value *= _DECIMAL[match["suffix"]]
+        factor = _DECIMAL[match["suffix"]]
+    magnitude = len(digits) + shift + math.log10(factor)
+    if magnitude > MAX_MAGNITUDE:
+        return f"quantity {text!r} is out of range (1e{MAX_MAGNITUDE} or more)"
+    value = _TINY if magnitude <= -MAX_MAGNITUDE else int(digits) * Fraction(10) ** shift * factor
     return -value if match["sign"] == "-" else value
 
 

@@ -1,3 +1,4 @@
+import time
 from fractions import Fraction
 
 import pytest
@@ -69,3 +70,75 @@ def test_formats_bytes_in_the_largest_exact_unit() -> None:
 def test_integers_with_suffixes_scale_exactly(number: int, suffix: str) -> None:
     factors = {"": 1, "k": 1000, "Ki": 1024, "m": Fraction(1, 1000), "Mi": 2**20, "G": 10**9}
     assert parse_quantity(f"{number}{suffix}") == number * factors[suffix]
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("1" * 4301, "4301 characters long"),  # int() of it raised a plain ValueError
+        ("0." + "0" * 300 + "1", "characters long"),
+        ("1e1048577", "out of range"),  # cost 0.18 s of CPU each
+        ("100e1048575", "out of range"),  # the form the API server stores it in
+        ("1e" + "9" * 200, "out of range"),
+        ("1e40", "out of range"),
+        ("10e39", "out of range"),
+        ("-1e40", "out of range"),
+        ("1" * 41, "out of range"),
+        ("100000000000000000000000000000000000000Ki", "out of range"),  # 1.024e41
+    ],
+    ids=lambda value: value[:24],
+)
+def test_refuses_numbers_out_of_range_before_converting_them(text: str, problem: str) -> None:
+    with pytest.raises(QuantityError, match=rf"pod default/x: spec.cpu: quantity .*{problem}"):
+        parse_quantity(text, obj="pod default/x", field="spec.cpu")
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("9.99e39", Fraction(999 * 10**37)),  # just below the bound: exact
+        ("0" * 200 + "5", 5),  # leading zeros are no magnitude
+        ("1e-40", Fraction(1, 10**40)),
+        ("1.5e-40", Fraction(15, 10**41)),  # 10**-40 <= value: exact
+        ("9e-41", Fraction(1, 10**40)),  # below 10**-40: counted as 10**-40
+        ("1e-1048577", Fraction(1, 10**40)),
+        ("-1e-" + "9" * 200, Fraction(-1, 10**40)),
+        ("0e1048577", 0),  # zero whatever its exponent
+        ("0.000e-5", 0),
+    ],
+    ids=lambda value: str(value)[:24],
+)
+def test_reads_extreme_magnitudes_in_bounded_time(text: str, value: Fraction) -> None:
+    assert parse_quantity(text) == value
+
+
+@pytest.mark.parametrize(("text", "milli", "units"), [("1e-1048577", 1, 1), ("-1e-1048577", 0, 0)])
+def test_values_counted_as_the_lower_bound_round_as_the_exact_ones(text: str, milli: int, units: int) -> None:
+    value = parse_quantity(text)
+    assert (ceil_milli(value), ceil_int(value)) == (milli, units)
+
+
+_DIGITS = st.text("0123456789", max_size=300)
+
+
+@given(
+    sign=st.sampled_from(["", "+", "-"]),
+    whole=_DIGITS,
+    decimals=st.none() | _DIGITS,
+    tail=st.sampled_from(["", "m", "Ki", "Ei", "E", "e", "e-", "e+", "x"]) | st.text(max_size=6),
+    exponent=st.just("") | _DIGITS | st.integers(min_value=0, max_value=2**21).map(str),
+)
+def test_any_text_parses_or_raises_the_quantity_error_quickly(
+    sign: str, whole: str, decimals: str | None, tail: str, exponent: str
+) -> None:
+    """Quantity-shaped text of any length and exponent: a value or a QuantityError, in
+    well under a millisecond of arithmetic (never Python's int limit, never 10**(2**20))."""
+    text = sign + whole + ("" if decimals is None else "." + decimals) + tail + exponent
+    start = time.process_time()
+    try:
+        value = parse_quantity(text)
+    except QuantityError:
+        pass
+    else:
+        assert abs(value) < 10**40
+    assert time.process_time() - start < 0.05
