@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from scheduler.errors import SchedulerInputError
+from scheduler.k8s.unreadable import Skipped, log_unreadable
 from scheduler.objects.node_manifest import node_from_manifest
 from scheduler.objects.pod import Pod
 from scheduler.objects.pod_manifest import lifecycle, pod_from_manifest
@@ -100,12 +101,18 @@ def hami_usage(manifest: Mapping[str, Any], node: str) -> tuple[str, bool, dict[
 
 class SchedulerCache:
     def __init__(
-        self, scheduler_names: str | Iterable[str], clock: Callable[[], float] = time.monotonic
+        self,
+        scheduler_names: str | Iterable[str],
+        clock: Callable[[], float] = time.monotonic,
+        unreadable: Skipped = log_unreadable,
     ) -> None:
         # The schedulerNames of this process's profiles: their pending pods are ours.
         names = [scheduler_names] if isinstance(scheduler_names, str) else scheduler_names
         self.scheduler_names = frozenset(names)
         self.clock = clock
+        # Where objects go that the API server accepted but the cache cannot account
+        # for (a node it ignores, a bound pod it cannot count).
+        self.unreadable = unreadable
         # When each pod and node was last seen in an event or a listing (for resync).
         self.seen_pods: dict[str, float] = {}
         self.seen_nodes: dict[str, float] = {}
@@ -159,7 +166,7 @@ class SchedulerCache:
         try:
             node = node_from_manifest(manifest)
         except SchedulerInputError as error:
-            log.warning("ignoring node %s: %s", name, error)
+            self.unreadable("node", manifest, error)
             return False
         if node.gpu_problem and (
             name not in self.state.node_index or self._gpu_problem(name) != node.gpu_problem
@@ -246,7 +253,7 @@ class SchedulerCache:
         try:
             self.nominate(pod_from_manifest(manifest))
         except SchedulerInputError as error:
-            log.warning("nominated pod %s cannot be accounted: %s", key, error)
+            self.unreadable("pod", manifest, error)
             self.nominated.pop(key, None)
 
     def _on_bound(self, key: str, node_name: str, manifest: Mapping[str, Any]) -> PodEvent:
@@ -272,7 +279,7 @@ class SchedulerCache:
             pod = pod_from_manifest(manifest)
         except SchedulerInputError as error:
             # The API server accepted it, so this is a field we are stricter on.
-            log.warning("bound pod %s cannot be accounted: %s", key, error)
+            self.unreadable("pod", manifest, error)
             return PodEvent(PodChange.BOUND, key)
         if placement is not None:
             self.state.remove(key)

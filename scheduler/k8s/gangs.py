@@ -17,6 +17,7 @@ from kubernetes.client.exceptions import ApiException
 
 from scheduler.k8s import paths
 from scheduler.k8s.cache import TERMINAL_PHASES, pod_key
+from scheduler.k8s.unreadable import Skipped, log_unreadable, skipping
 from scheduler.objects.pod_group import (
     GROUP,
     VERSION,
@@ -44,8 +45,7 @@ class GangIndex:
 
     def on_pod_group(self, event_type: str, manifest: Mapping[str, Any]) -> str:
         """Apply a PodGroup event; returns the group's key."""
-        metadata = manifest.get("metadata") or {}
-        key = f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
+        key = group_key(manifest)
         if event_type == "DELETED":
             self.seen.pop(key, None)
             self.groups.pop(key, None)
@@ -100,9 +100,18 @@ class GangIndex:
                 del self.members[group]
 
 
-async def list_pod_groups(list_with_version: Callable[..., Any], index: GangIndex) -> str:
+def group_key(manifest: Mapping[str, Any]) -> str:
+    """``namespace/name`` of a PodGroup manifest."""
+    metadata = manifest.get("metadata") or {}
+    return f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
+
+
+async def list_pod_groups(
+    list_with_version: Callable[..., Any], index: GangIndex, skipped: Skipped = log_unreadable
+) -> str:
     """List PodGroups into ``index``; returns the listing's resourceVersion ("" when
-    the API server does not serve PodGroups: the watch then retries until it does)."""
+    the API server does not serve PodGroups: the watch then retries until it does).
+    A PodGroup that cannot be read goes to ``skipped``; the others are applied."""
     listed_at = index.clock()
     try:
         items, version = await list_with_version(paths.POD_GROUPS)
@@ -116,6 +125,7 @@ async def list_pod_groups(list_with_version: Callable[..., Any], index: GangInde
         return ""
     index.served = True
     for item in items:
-        index.on_pod_group("ADDED", item)
-    index.resync({f"{i['metadata'].get('namespace')}/{i['metadata']['name']}" for i in items}, listed_at)
+        with skipping("podgroup", item, skipped):
+            index.on_pod_group("ADDED", item)
+    index.resync({group_key(item) for item in items}, listed_at)
     return str(version)

@@ -154,6 +154,13 @@ class Metrics:
             "Pods that opted in but whose spec cannot be scheduled as written (reported and skipped).",
             registry=r,
         )
+        self.unreadable_objects = Counter(
+            "rl_scheduler_unreadable_objects_total",
+            "Objects from a listing or a watch that could not be read or accounted for, by kind: "
+            "each is logged by name and skipped (a pod of ours is reported on the pod); the rest are applied.",
+            ["kind"],
+            registry=r,
+        )
         self.experience_records = Counter(
             "rl_scheduler_experience_records_total",
             "Decision and departure records written to the experience log (fsynced).",

@@ -16,6 +16,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from scheduler.errors import SchedulerInputError
 from scheduler.framework.preemption import PreemptionFailure
 from scheduler.framework.profile import Decision, NodeNarrowing, Profile, schedule_pod
 from scheduler.framework.status import Code
@@ -32,6 +33,7 @@ from scheduler.k8s.preemptor import Preemptor, failed_scheduling_message
 from scheduler.k8s.queue import QueuedPod, QueueName, SchedulingQueue
 from scheduler.k8s.reporting import SCHEDULER_ERROR, Reporter
 from scheduler.k8s.settings import Settings
+from scheduler.k8s.unreadable import object_name, skipping
 from scheduler.k8s.volume_binder import VolumeBinder, VolumeBindError
 from scheduler.k8s.volume_events import VolumeEvents, VolumeKind, list_volumes
 from scheduler.objects.pod import Pod
@@ -59,7 +61,7 @@ class SchedulerRuntime:
         self.api = api
         self.metrics = metrics
         self.policy = policy
-        self.cache = SchedulerCache(policy.scheduler_names)
+        self.cache = SchedulerCache(policy.scheduler_names, unreadable=self.skip_unreadable)
         self.queue = SchedulingQueue()
         self.reporter = Reporter(api)
         self.leading = asyncio.Event()
@@ -82,8 +84,52 @@ class SchedulerRuntime:
             self.experience = ExperienceLog(settings.experience_dir, max_bytes=cap, segment_bytes=segment)
 
     # ---- watch events ---------------------------------------------------------
+    # Listings and watches deliver every object through these, and each one is read
+    # inside ``skipping``: an object that cannot be read costs that object only.
+
+    def skip_unreadable(self, kind: str, manifest: Any, error: Exception) -> None:
+        """An object that could not be applied: logged by name, counted, and reported on
+        the pod when it is a pending pod of ours (it is never queued)."""
+        name = object_name(manifest)
+        self.metrics.unreadable_objects.labels(kind).inc()
+        if isinstance(error, SchedulerInputError):
+            log.warning("%s %s skipped: %s", kind, name, error)
+        else:  # a bug of ours: the traceback says where
+            log.error("%s %s skipped: reading it failed", kind, name, exc_info=error)
+        if kind == "pod" and self._pending_of_ours(manifest):
+            self._report_invalid(name, manifest, f"rl-scheduler cannot read this pod: {error}")
+
+    def _pending_of_ours(self, manifest: Any) -> bool:
+        spec = manifest.get("spec") if isinstance(manifest, Mapping) else None
+        return (
+            isinstance(spec, Mapping)
+            and not spec.get("nodeName")
+            and (spec.get("schedulerName") or "default-scheduler") in self.cache.scheduler_names
+        )
 
     def on_node_event(self, event_type: str, manifest: Mapping[str, Any]) -> None:
+        with skipping("node", manifest, self.skip_unreadable):
+            self._on_node_event(event_type, manifest)
+
+    def on_namespace_event(self, event_type: str, manifest: Mapping[str, Any]) -> None:
+        with skipping("namespace", manifest, self.skip_unreadable):
+            self.cache.on_namespace(event_type, manifest)
+
+    def on_volume_event(self, kind: VolumeKind, event_type: str, manifest: Mapping[str, Any]) -> None:
+        with skipping(kind.kind, manifest, self.skip_unreadable):
+            if self.volume_events.apply(kind, event_type, manifest):
+                self.volume_binder.changed()
+                self._cluster_changed(f"{kind.kind}Change")
+
+    def on_pod_event(self, event_type: str, manifest: Mapping[str, Any]) -> None:
+        with skipping("pod", manifest, self.skip_unreadable):
+            self._on_pod_event(event_type, manifest)
+
+    def on_pod_group_event(self, event_type: str, manifest: Mapping[str, Any]) -> None:
+        with skipping("podgroup", manifest, self.skip_unreadable):
+            self._gang_changed(self.gangs.on_pod_group(event_type, manifest), "PodGroupChange")
+
+    def _on_node_event(self, event_type: str, manifest: Mapping[str, Any]) -> None:
         metadata = manifest.get("metadata") or {}
         if event_type == "DELETED":
             self.node_locks.forget(str(metadata.get("name")))
@@ -96,15 +142,7 @@ class SchedulerRuntime:
         if self.cache.on_node(event_type, manifest):
             self._cluster_changed("NodeAdd" if event_type == "ADDED" else "NodeUpdate")
 
-    def on_namespace_event(self, event_type: str, manifest: Mapping[str, Any]) -> None:
-        self.cache.on_namespace(event_type, manifest)
-
-    def on_volume_event(self, kind: VolumeKind, event_type: str, manifest: Mapping[str, Any]) -> None:
-        if self.volume_events.apply(kind, event_type, manifest):
-            self.volume_binder.changed()
-            self._cluster_changed(f"{kind.kind}Change")
-
-    def on_pod_event(self, event_type: str, manifest: Mapping[str, Any]) -> None:
+    def _on_pod_event(self, event_type: str, manifest: Mapping[str, Any]) -> None:
         event = self.cache.on_pod(event_type, manifest)
         group = self.gangs.on_pod(event_type, manifest)
         if event.change is PodChange.PENDING and event.pod is not None:
@@ -118,6 +156,7 @@ class SchedulerRuntime:
                     self._gang_changed(group, "PodAdd")
             self._wake.set()
         elif event.change is PodChange.INVALID and event.error is not None:
+            self.metrics.unreadable_objects.labels("pod").inc()
             self._report_invalid(event.key, manifest, str(event.error))
         elif event.change in (PodChange.BOUND, PodChange.GONE):
             if self.queue.forget(event.key):
@@ -126,9 +165,6 @@ class SchedulerRuntime:
                 self._cluster_changed("AssignedPodDelete")
                 if self.experience is not None:
                     self.experience.append({"kind": "departure", "t": time.time(), "pod": event.key})
-
-    def on_pod_group_event(self, event_type: str, manifest: Mapping[str, Any]) -> None:
-        self._gang_changed(self.gangs.on_pod_group(event_type, manifest), "PodGroupChange")
 
     def _gang_changed(self, group: str, event: str) -> None:
         """Retry the group's members now (Coscheduling's queueing hints: a pod added,
@@ -171,8 +207,9 @@ class SchedulerRuntime:
         # nodes one after another they were most of the time to the first decision.
         listings = [asyncio.ensure_future(self.api.list_with_version(path)) for _, path, _ in kinds]
         try:
-            versions = await list_volumes(self.api.list_with_version, self.volume_events)
-            versions["podgroups"] = await list_pod_groups(self.api.list_with_version, self.gangs)
+            skipped = self.skip_unreadable
+            versions = await list_volumes(self.api.list_with_version, self.volume_events, skipped)
+            versions["podgroups"] = await list_pod_groups(self.api.list_with_version, self.gangs, skipped)
             fetched = await asyncio.gather(*listings)
         finally:
             for listing in listings:
@@ -185,7 +222,7 @@ class SchedulerRuntime:
                 seen[kind] = (
                     {pod_key(item) for item in items}
                     if kind == "pods"
-                    else {str(item["metadata"]["name"]) for item in items}
+                    else {object_name(item) for item in items}
                 )
         for key in self.cache.resync(seen["pods"], seen["nodes"], listed_at):
             self.gangs.forget_pod(key)

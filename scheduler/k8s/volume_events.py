@@ -13,6 +13,7 @@ from typing import Any
 
 from scheduler.errors import SchedulerInputError
 from scheduler.k8s import paths
+from scheduler.k8s.unreadable import Skipped, log_unreadable, skipping
 from scheduler.objects.volume_manifest import (
     claim_from_manifest,
     csi_node_from_manifest,
@@ -105,14 +106,18 @@ class VolumeEvents:
             self._delete(kind, key)
 
 
-async def list_volumes(list_with_version: Callable[..., Any], events: VolumeEvents) -> dict[str, str]:
+async def list_volumes(
+    list_with_version: Callable[..., Any], events: VolumeEvents, skipped: Skipped = log_unreadable
+) -> dict[str, str]:
     """List the four kinds, apply them and drop what the listings no longer have;
-    returns each listing's resourceVersion by plural (where its watch starts)."""
+    returns each listing's resourceVersion by plural (where its watch starts). An
+    object that cannot be read goes to ``skipped``; the others are applied."""
     versions: dict[str, str] = {}
     for kind in VOLUME_KINDS:
         listed_at = events.clock()
         items, versions[kind.plural] = await list_with_version(kind.path)
         for item in items:
-            events.apply(kind, "ADDED", item)
+            with skipping(kind.kind, item, skipped):
+                events.apply(kind, "ADDED", item)
         events.resync(kind, {object_key(item, kind.namespaced) for item in items}, listed_at)
     return versions
