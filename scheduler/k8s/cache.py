@@ -40,6 +40,9 @@ from scheduler.state.cluster_state import ClusterState, GpuUse
 
 log = logging.getLogger(__name__)
 TERMINAL_PHASES = ("Succeeded", "Failed")
+# The kubelet's admission refuses a pod that does not fit with reason OutOf<resource>
+# (lifecycle.InsufficientResourceError): what two schedulers of one node run into.
+ADMISSION_SHORTAGE = "OutOf"
 
 
 class PodChange(Enum):
@@ -57,6 +60,9 @@ class PodEvent:
     pod: Pod | None = None
     error: SchedulerInputError | None = None
     frees_resources: bool = False
+    # The kubelet's admission refused a pod this process placed (``OutOfcpu``, ...):
+    # the room it counted on was taken by a pod it did not know of yet.
+    rejected_by_node: str = ""
 
 
 def pod_key(manifest: Mapping[str, Any]) -> str:
@@ -133,6 +139,8 @@ class SchedulerCache:
         # (``status.nominatedNodeName``): the room cleared for them is theirs (kube's
         # nominator), so filters count them there for pods of no higher priority.
         self.nominated: dict[str, Pod] = {}
+        # Pods of ours the kubelet refused, already reported (until they are deleted).
+        self._rejected: set[str] = set()
 
     # ---- nodes ----------------------------------------------------------------
 
@@ -205,7 +213,8 @@ class SchedulerCache:
             self._pending.pop(key, None)
             self.nominated.pop(key, None)
             freed = self._release(key)
-            return PodEvent(PodChange.GONE, key, frees_resources=freed)
+            rejected = self._rejected_by_node(key, event_type, manifest)
+            return PodEvent(PodChange.GONE, key, frees_resources=freed, rejected_by_node=rejected)
         if node_name:
             self._pending.pop(key, None)
             self.nominated.pop(key, None)
@@ -236,6 +245,22 @@ class SchedulerCache:
             self._pending[key] = (version, pod)
         self.nominate(pod)
         return PodEvent(PodChange.PENDING, key, pod)
+
+    def _rejected_by_node(self, key: str, event_type: str, manifest: Mapping[str, Any]) -> str:
+        """The kubelet's reason, the first time a pod of ours is seen refused at
+        admission for want of a resource (``OutOf<resource>``); "" otherwise."""
+        if event_type == "DELETED":
+            self._rejected.discard(key)
+            return ""
+        spec, status = manifest.get("spec") or {}, manifest.get("status") or {}
+        reason = str(status.get("reason") or "")
+        ours = (spec.get("schedulerName") or "default-scheduler") in self.scheduler_names
+        if not ours or status.get("phase") != "Failed" or not reason.startswith(ADMISSION_SHORTAGE):
+            return ""
+        if key in self._rejected:
+            return ""
+        self._rejected.add(key)
+        return reason
 
     def nominate(self, pod: Pod) -> None:
         """Remember (or, without a nominated node, forget) the pod's nomination."""

@@ -161,6 +161,14 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self.node_rejections = Counter(
+            "rl_scheduler_node_rejections_total",
+            "Pods this scheduler placed that the node's kubelet refused at admission, by its reason "
+            "(OutOfcpu, OutOfmemory, OutOf<extended resource>): another scheduler or a pod created with "
+            "nodeName took the room first.",
+            ["reason"],
+            registry=r,
+        )
         self.experience_records = Counter(
             "rl_scheduler_experience_records_total",
             "Decision and departure records written to the experience log (fsynced).",

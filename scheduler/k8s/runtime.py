@@ -55,6 +55,13 @@ def pod_requests(pod: Pod) -> dict[str, Any]:
     }
 
 
+def pod_stub(manifest: Mapping[str, Any]) -> Pod:
+    """A pod by its name and UID alone: enough to post an event or a condition about it."""
+    metadata = manifest.get("metadata") or {}
+    namespace = str(metadata.get("namespace") or "default")
+    return Pod(name=str(metadata.get("name")), namespace=namespace, uid=str(metadata.get("uid") or ""))
+
+
 class SchedulerRuntime:
     def __init__(self, settings: Settings, api: KubeApi, metrics: Metrics, policy: PolicyManager) -> None:
         self.settings = settings
@@ -161,6 +168,8 @@ class SchedulerRuntime:
         elif event.change in (PodChange.BOUND, PodChange.GONE):
             if self.queue.forget(event.key):
                 self.reporter.forget(event.key)
+            if event.rejected_by_node:
+                self._report_rejected(manifest, event.rejected_by_node)
             if event.frees_resources:
                 self._cluster_changed("AssignedPodDelete")
                 if self.experience is not None:
@@ -180,11 +189,32 @@ class SchedulerRuntime:
             self.metrics.incoming_pods.labels(QueueName.BACKOFF.value, event).inc(moved)
             self._wake.set()
 
+    def _report_rejected(self, manifest: Mapping[str, Any], reason: str) -> None:
+        """A pod we placed that the node's kubelet refused: the room we counted on was
+        taken by a pod the cache did not know of yet (another scheduler's bind, or a
+        pod created with ``nodeName``). Counted, logged and said on the pod, once."""
+        spec, status = manifest.get("spec") or {}, manifest.get("status") or {}
+        pod = pod_stub(manifest)
+        node = str(spec.get("nodeName") or "")
+        self.metrics.node_rejections.labels(reason).inc()
+        note = (
+            f"the kubelet on {node} refused the pod ({reason}: {status.get('message') or ''}): another "
+            "scheduler or a pod created with nodeName took the room rl-scheduler counted on; "
+            "give each scheduler its own nodes to avoid it"
+        )
+        log.warning("pod %s: %s", pod.key, note)
+        event = self.api.post_event(
+            pod,
+            type_="Warning",
+            reason="RejectedByNode",
+            action="Binding",
+            note=note[:1024],  # 1 kB at most
+        )
+        self.spawn(event)
+
     def _report_invalid(self, key: str, manifest: Mapping[str, Any], message: str) -> None:
         """A pod we cannot even parse: report once per message, never queue it."""
-        metadata = manifest.get("metadata") or {}
-        namespace = str(metadata.get("namespace") or "default")
-        stub = Pod(name=str(metadata.get("name")), namespace=namespace, uid=str(metadata.get("uid") or ""))
+        stub = pod_stub(manifest)
         self.metrics.invalid_pods.inc()
         log.warning("pod %s cannot be scheduled as written: %s", key, message)
         self.spawn(self.reporter.failed(stub, message, reason="Unschedulable"))

@@ -223,3 +223,36 @@ def test_nominated_pods_of_any_scheduler_are_remembered_until_bound(
     assert {k: p.nominated_node_name for k, p in cache.nominated.items()} == nominated
     cache.on_pod("MODIFIED", {**manifest, "spec": {**manifest["spec"], "nodeName": "n1"}})
     assert cache.nominated == {}
+
+
+def refused(name: str, scheduler: str = "rl-scheduler", reason: str = "OutOfcpu") -> dict[str, Any]:
+    manifest = bound(name, "n1", cpu="1")
+    manifest["spec"]["schedulerName"] = scheduler
+    manifest["status"] = {
+        "phase": "Failed",
+        "reason": reason,
+        "message": "Pod was rejected: Node didn't have enough resource: cpu",
+    }
+    return manifest
+
+
+@pytest.mark.parametrize(
+    ("manifest", "expected"),
+    [
+        (refused("ours"), "OutOfcpu"),
+        (refused("ours", reason="OutOfnvidia.com/gpu"), "OutOfnvidia.com/gpu"),
+        (refused("theirs", scheduler="default-scheduler"), ""),  # kube-scheduler's to report
+        (refused("evicted", reason="Evicted"), ""),  # not an admission refusal
+    ],
+    ids=["ours", "ours, extended resource", "another scheduler's", "evicted"],
+)
+def test_a_pod_of_ours_refused_by_the_kubelet_is_reported_once(
+    manifest: dict[str, Any], expected: str
+) -> None:
+    cache = cache_with_nodes("n1")
+    placed = dict(manifest, status={"phase": "Running"})
+    cache.on_pod("ADDED", placed)
+    assert cache.on_pod("MODIFIED", manifest).rejected_by_node == expected
+    assert cache.on_pod("MODIFIED", manifest).rejected_by_node == ""  # once
+    cache.on_pod("DELETED", manifest)
+    assert cache.on_pod("ADDED", manifest).rejected_by_node == expected  # a new pod of that name
