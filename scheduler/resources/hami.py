@@ -70,10 +70,25 @@ class Device:
     health: bool = True
 
 
+# HAMi keeps these numbers in Go int32 fields (DeviceInfo, ContainerDevice): a value
+# out of that range does not decode there, and here it never reaches the int64 arrays.
+_INT32 = range(-(2**31), 2**31)
+
+
 def _int(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ProtocolError(f"{what}: expected an integer, got {value!r}")
+    if value not in _INT32:
+        raise ProtocolError(f"{what}: {value} is out of range for a 32-bit integer")
     return value
+
+
+def _int_text(text: str, what: str) -> int:
+    """``strconv.ParseInt(text, 10, 32)``: ASCII digits with an optional sign, int32."""
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > 10:
+        raise ProtocolError(f"{what}: {text[:20]!r} is not a 32-bit integer")
+    return _int(int(text), what)
 
 
 def _json_device(i: int, raw: Any) -> Device:
@@ -109,11 +124,11 @@ def _colon_device(i: int, text: str) -> Device:
     items = text.split(",")
     if len(items) not in (7, 9):
         raise ProtocolError(f"device {i}: {len(items)} fields in {text!r}; expected 7 or 9")
-    try:
-        count, memory, cores, numa = int(items[1]), int(items[2]), int(items[3]), int(items[5])
-        index = int(items[7]) if len(items) == 9 else 0
-    except ValueError as error:
-        raise ProtocolError(f"device {i}: {error} in {text!r}") from None
+    count, memory, cores, numa = (
+        _int_text(items[k], f"device {i}: {name}")
+        for k, name in ((1, "count"), (2, "devmem"), (3, "devcore"), (5, "numa"))
+    )
+    index = _int_text(items[7], f"device {i}: index") if len(items) == 9 else 0
     if items[6] not in _GO_TRUE + _GO_FALSE:
         raise ProtocolError(f"device {i}: health {items[6]!r} is not a boolean")
     if index < 0:
@@ -204,10 +219,9 @@ def decode_pod_devices(text: str) -> PodDevices:
             fields = piece.split(",")
             if len(fields) < 4:
                 raise ProtocolError(f"device {piece!r}: expected UUID,type,memory,cores")
-            try:
-                devices.append(ContainerDevice(fields[0], int(fields[2]), int(fields[3]), fields[1]))
-            except ValueError:
-                raise ProtocolError(f"device {piece!r}: memory and cores must be integers") from None
+            what = f"device {piece[:80]!r}"
+            memory, cores = _int_text(fields[2], f"{what}: memory"), _int_text(fields[3], f"{what}: cores")
+            devices.append(ContainerDevice(fields[0], memory, cores, fields[1]))
         containers.append(tuple(devices))
     return tuple(containers)
 

@@ -77,7 +77,21 @@ def test_register_round_trips_as_the_plugin_writes_it() -> None:
             '[{"id": "GPU-a", "devmem": "lots"}]', "device 0: devmem: expected an integer", id="bad field"
         ),
         pytest.param("GPU-a,10,100:", "device 0: 3 fields", id="short colon device"),
-        pytest.param("GPU-a,10,x,100,T,0,true:", "device 0: invalid literal", id="bad colon number"),
+        pytest.param(
+            "GPU-a,10,x,100,T,0,true:", "device 0: devmem: 'x' is not a 32-bit integer", id="bad colon number"
+        ),
+        pytest.param(
+            "GPU-a,10," + "9" * 5000 + ",100,T,0,true:", "device 0: devmem: .* not a 32-bit", id="5000 digits"
+        ),
+        pytest.param(
+            "GPU-a,10,4294967296,100,T,0,true:", "devmem: 4294967296 is out of range", id="past int32"
+        ),
+        pytest.param("GPU-a,10,\u0661\u0662,100,T,0,true:", "devmem: .* not a 32-bit", id="non-ASCII digits"),
+        pytest.param(
+            '[{"id": "GPU-a", "devmem": 1099511627776}]',
+            "devmem: 1099511627776 is out of range",
+            id="JSON past int32",
+        ),
         pytest.param("GPU-a,10,1,100,T,0,maybe:", "health 'maybe' is not a boolean", id="bad health"),
     ],
 )
@@ -231,9 +245,18 @@ def test_pod_usage_as_hami_counts_it(text: str, init: int, done: bool, usage: di
     assert pod_device_usage(decode_pod_devices(text), init, done) == usage
 
 
-def test_a_device_entry_needs_four_fields() -> None:
-    with pytest.raises(ProtocolError, match="expected UUID,type,memory,cores"):
-        decode_pod_devices("GPU-0,NVIDIA,1000:;")
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        pytest.param("GPU-0,NVIDIA,1000:;", "expected UUID,type,memory,cores", id="three fields"),
+        pytest.param("GPU-0,NVIDIA,lots,30:;", "memory: 'lots' is not a 32-bit integer", id="not a number"),
+        pytest.param("GPU-0,NVIDIA,1000," + "9" * 5000 + ":;", "cores: .* not a 32-bit", id="5000 digits"),
+        pytest.param("GPU-0,NVIDIA,4294967296,30:;", "memory: 4294967296 is out of range", id="past int32"),
+    ],
+)
+def test_bad_device_entries_say_what_is_wrong(text: str, problem: str) -> None:
+    with pytest.raises(ProtocolError, match=problem):
+        decode_pod_devices(text)
 
 
 # ---- the node lock --------------------------------------------------------------------
