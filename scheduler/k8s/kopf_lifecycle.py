@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import kopf
 
-from scheduler.k8s.startup import BACKOFF_MAX_S, BACKOFF_MIN_S
+from scheduler.k8s.backoff import backoff_delays
 
 if TYPE_CHECKING:
     from kubernetes import client
@@ -55,10 +55,7 @@ class EndlessBackoff:
     would have answered."""
 
     def __iter__(self) -> Iterator[float]:
-        delay = BACKOFF_MIN_S
-        while True:
-            yield delay
-            delay = min(delay * 2, BACKOFF_MAX_S)
+        return backoff_delays()
 
 
 def build_registry(runtime: SchedulerRuntime, configuration: client.Configuration) -> kopf.OperatorRegistry:

@@ -19,10 +19,10 @@ from typing import TypeVar
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import MaxRetryError
 
+from scheduler.k8s.backoff import backoff_delays
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-BACKOFF_MIN_S, BACKOFF_MAX_S = 1.0, 30.0
 
 
 def describe(error: BaseException) -> str:
@@ -44,9 +44,10 @@ async def sync_until_served(
     sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
 ) -> T:
     """``sync()`` until it succeeds; each failure is logged with the next delay."""
-    backoff = BACKOFF_MIN_S
+    delays = backoff_delays()
     attempt = 1
     while True:
+        backoff = next(delays)
         try:
             return await sync()
         except Exception as error:  # the API server is unreachable, or refused us: retry
@@ -58,5 +59,4 @@ async def sync_until_served(
                 backoff,
             )
         await sleep(backoff)
-        backoff = min(backoff * 2, BACKOFF_MAX_S)
         attempt += 1

@@ -29,6 +29,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.k8s.api import KubeApi
+from scheduler.k8s.backoff import backoff_delays
 from scheduler.k8s.reads import parse_json
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,6 @@ log = logging.getLogger(__name__)
 Event = tuple[str, dict[str, Any]]
 # The API server ends a watch after this long; a new one resumes where it stopped.
 WATCH_TIMEOUT_S = 300
-BACKOFF_MIN_S, BACKOFF_MAX_S = 1.0, 30.0
 
 
 class ResourceVersionGoneError(Exception):
@@ -117,7 +117,7 @@ class ResourceWatch:
         """Watch forever from ``resource_version``; one backoff serves a dropped watch
         and a failed listing."""
         version: str | None = resource_version  # None: list first
-        backoff = BACKOFF_MIN_S
+        delays = backoff_delays()
         while True:
             decoder: LineDecoder | None = None
             try:
@@ -125,7 +125,7 @@ class ResourceWatch:
                     version = await self.relist()
                 decoder = LineDecoder(version, self.what)
                 await self._watch_once(decoder)
-                backoff = BACKOFF_MIN_S  # the server's timeout: resume at once
+                delays = backoff_delays()  # the server's timeout: resume at once
             except ResourceVersionGoneError as gone:
                 log.info("%s: version %s is gone (%s); listing again", self.what, version, gone)
                 version = None
@@ -138,9 +138,9 @@ class ResourceWatch:
                 # 404: a kind the API server does not serve (yet): a CRD not installed.
                 absent = isinstance(error, ApiException) and error.status == 404
                 level = logging.DEBUG if absent else logging.WARNING
+                backoff = next(delays)
                 log.log(level, "%s (%s: %s); retry in %ds", what, type(error).__name__, error, backoff)
                 await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, BACKOFF_MAX_S)
             if decoder is not None:
                 version = decoder.resource_version
 
