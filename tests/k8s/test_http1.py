@@ -12,8 +12,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 from kubernetes import client
 
-from scheduler.k8s.http1 import ConnectionPool, HttpProtocolError, Response, ResponseReader
-from scheduler.k8s.transport import ApiTransport
+from scheduler.k8s.http1 import HttpProtocolError, Response, ResponseReader
+from scheduler.k8s.transport import ApiTransport, ConnectionPool
 
 ANSWERS = [
     (
@@ -84,9 +84,9 @@ def test_an_answer_without_length_ends_with_the_connection() -> None:
     [
         (b"SSH-2.0-OpenSSH_9.6\r\n\r\n", "not an HTTP/1.x status line"),
         (b"HTTP/1.1 2000 OK\r\n\r\n", "not an HTTP/1.x status line"),
-        (b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", "not a header line"),
-        (b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", "Content-Length is not a number"),
-        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "not a chunk size"),
+        (b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", "not header lines"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", "not one Content-Length"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "not a chunk-size line"),
         (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nokXX", "does not end with CRLF"),
         (b"HTTP/1.1 200 OK\r\nX: " + b"a" * 70_000, "head is longer than"),
     ],
