@@ -1,8 +1,11 @@
-"""How hard a compressed trace pushes a cluster, and the compression that pushes it to
-a chosen load.
+"""How hard a trace pushes a cluster: the offered GPU load, on the trace's own clock or
+with arrivals compressed, and the compression that pushes it to a chosen load.
 
 Pod ``i`` of a trace (sorted by creation time) is created at ``c_i`` and lives ``L_i``
-seconds. Compressed by ``k``, it arrives at ``c_i / k`` and still lives ``L_i``.
+seconds. Compressed by ``k``, it arrives at ``c_i / k`` and still lives ``L_i``. On one
+clock (the timeline replay's default: arrivals and lifetimes divided by one scale) the
+load is ``offered(1)`` below, whatever the scale, and a load is met by sizing the
+cluster (``cluster_size``); ``k`` is the earlier mode's (``--compress-arrivals``).
 
 The openb pod lists are snapshots: a few long-lived pods were created weeks or months
 before the rest (on ``default``, the first 81 of 8,152 pods over the first 116 of its

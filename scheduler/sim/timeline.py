@@ -1,22 +1,32 @@
-"""Replay an openb trace in time: pods arrive at their own creation time, compressed, and
-leave after their own lifetime.
+"""Replay an openb trace in time: pods arrive at their own creation time and leave after
+their own lifetime, both on one clock.
 
 The FGD replay (``replay``) shuffles the pods and never lets one leave; here foresight
 pays, because room freed later can be waited for.
 
-- Arrivals: pod ``i`` arrives at ``creation_time / k``. ``k`` is chosen so that the
-  offered GPU load equals ``load`` x the cluster's GPU capacity (``offered_load``: the
-  time-average over the compressed busy window of the GPU requested by the pods that
-  would be alive if each were placed on arrival and stayed its lifetime), by bisection;
-  a spec may fix ``k`` instead (``compression``). The busy window runs from
+- One clock (the default): pod ``i`` arrives at ``creation_time / s`` and lives
+  ``lifetime / s``, ``max_wait_s / s`` the most it may wait, with one scale ``s``
+  (``time_scale``, 1: the trace's own clock; a scale only changes units, and every
+  metric is given in the trace's seconds). The load is met by sizing the cluster
+  instead (``cluster_size``): on one clock the pods offer a fixed GPU load, and the
+  cluster is the seed's nested sample of the node list whose GPUs are closest to that
+  load over ``load``; a spec that fixes ``node_fraction`` takes the nested sample of
+  that fraction and the log reports the load it gets.
+- Compressed arrivals (``compress_arrivals``, the earlier mode, kept to measure what it
+  does): pod ``i`` arrives at ``creation_time / k`` and lives its own lifetime, so a pod
+  of 10 minutes outlives the next ``k`` x 10 minutes of arrivals. ``k`` is chosen so that
+  the offered GPU load equals ``load`` x ``node_fraction`` of the node list's GPU capacity
+  (``offered_load``), by bisection; a spec may fix ``k`` instead (``compression``). The
+  cluster is ``sample_nodes(nodes, node_fraction, seed)`` (at least one node of each
+  shape; 1 by default: the whole list), one ``k`` for every seed.
+- The busy window, over which the load and the time-weighted metrics average, runs from
   ``busy_from``, the arrival of the pod at the 1st percentile of arrival order, to the
   last arrival: the openb pod lists are snapshots, with a few long-lived pods created
   long before the rest. Those earlier pods are replayed from their own arrival (time 0
-  for the first) and hold their room while they run; they only do not stretch the
-  window that the load and the metrics average over.
+  for the first) and hold their room while they run.
 - Lifetimes: ``deletion_time - creation_time``, at least ``MIN_LIFETIME_S``, counted
-  from when the pod is placed; then it leaves (``ClusterState.remove``). Lifetimes are
-  not compressed.
+  from when the pod is placed; then it leaves (``ClusterState.remove``). A censored pod
+  (still running when the list was taken: ``timed_workload``) never leaves.
 - Each arriving pod gets one scheduling cycle at once, even while older pods are
   pending (kube-scheduler's active queue). A pod that fits nowhere joins a FIFO
   pending queue.
@@ -26,26 +36,21 @@ pays, because room freed later can be waited for.
   filters on one of the nodes a pod just left (kube-scheduler's queueing hints: only
   those nodes changed) gets a full scheduling cycle over all nodes, and is placed.
   Room taken by a pod placed earlier in the pass counts for the pods after it.
-- A pod still pending ``max_wait_s`` after its arrival fails (at that time, after that
+- A pod still pending its max wait after its arrival fails (at that time, after that
   time's pass and arrivals: a pod may be placed by a departure at the very moment its
-  wait runs out, and with ``max_wait_s`` 0 a pod that fits nowhere on arrival fails at
+  wait runs out, and with a max wait of 0 a pod that fits nowhere on arrival fails at
   once, as in the FGD replay).
-- Cluster: ``node_fraction`` of the node list, the stratified sample the training
-  episodes draw (``sample_nodes(nodes, node_fraction, seed)``: about that share of each
-  node shape, at least one of each), so each seed is a cluster of its own and every
-  policy replayed with that seed sees the same one; 1 keeps the whole list. ``load`` is
-  a multiple of ``node_fraction`` x the node list's GPUs (``nominal_capacity_milli``),
-  one ``k`` for every seed, so all seeds share one arrival process; a seed's sample
-  holds a few GPUs more or fewer, and its log records the load offered to its own.
-- Seeds: the nodes' priority order is ``node_priority_order`` of a fresh
-  ``GoRand(seed)`` (with no extra draws: there is no shuffle before it here), and the
-  profile and its tie-break rng are seeded as the FGD replay seeds them
-  (``seeded_profile``). The same spec gives the same log, decision for decision.
-- The replay ends at the last arrival plus ``max_wait_s``; pods still running then
-  are left running.
+- Seeds: the cluster is the seed's sample, so each seed is a cluster of its own and
+  every policy replayed with that seed sees the same one; the nodes' priority order is
+  ``node_priority_order`` of a fresh ``GoRand(seed)``, and the profile and its
+  tie-break rng are seeded as the FGD replay seeds them (``seeded_profile``). The same
+  spec gives the same log, decision for decision.
+- The replay ends at the last arrival plus the max wait; pods still running then are
+  left running.
 
-After the events of each time the log records the GPU allocated and the pods pending;
-per pod, its wait (placement minus arrival) or that it failed.
+After the events of each time the log records the GPU allocated, the pods pending and,
+per GPU count of node, the nodes with every GPU free; per pod, its wait (placement minus
+arrival) or that it failed.
 """
 
 from __future__ import annotations
@@ -59,35 +64,32 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.errors import SchedulerInputError
 from scheduler.framework.plugin import CycleContext
 from scheduler.framework.profile import Profile, run_filters, schedule_pod
 from scheduler.objects.node import Node
-from scheduler.sim.catalog import DEFAULT_NODE_LIST, node_list_path, pod_list_path
+from scheduler.sim.catalog import DEFAULT_NODE_LIST
+from scheduler.sim.cluster_size import cluster_for_load, nested_sample
 from scheduler.sim.gorand import GoRand
-from scheduler.sim.node_sample import sample_nodes
-from scheduler.sim.offered_load import (
-    busy_from,
-    busy_from_index,
-    compression_for_load,
-    most_offered_gpu_milli,
-    offered_gpu_milli,
-)
+from scheduler.sim.offered_load import busy_from_index
 from scheduler.sim.replay import gpu_capacity_milli, node_priority_order, seeded_profile, trace_typical_pods
-from scheduler.sim.trace import (
-    TimedPod,
-    TraceIssues,
-    TraceRow,
-    check_pods_against_nodes,
-    load_nodes,
-    load_timed_pods,
-)
+from scheduler.sim.timed_workload import MIN_LIFETIME_S, TimedWorkload, lifetime_s, load_timed_workload
+from scheduler.sim.trace import TraceRow
 from scheduler.state.cluster_state import ClusterState
 
-MIN_LIFETIME_S = 1.0
+__all__ = [
+    "DEFAULT_MAX_WAIT_S",
+    "MIN_LIFETIME_S",
+    "TimedWorkload",
+    "TimelineLog",
+    "TimelineSpec",
+    "lifetime_s",
+    "load_timed_workload",
+    "replay_timeline",
+]
 DEFAULT_MAX_WAIT_S = 3600.0
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True)
@@ -96,118 +98,41 @@ class TimelineSpec:
     policy: str
     seed: int
     nodes: str = DEFAULT_NODE_LIST
-    load: float = 1.0  # offered GPU load, x node_fraction of the node list's GPU capacity
-    max_wait_s: float = DEFAULT_MAX_WAIT_S
+    load: float = 1.0  # offered GPU load, x the cluster's GPUs (compressed: x node_fraction of the list's)
+    max_wait_s: float = DEFAULT_MAX_WAIT_S  # seconds of the trace's clock
     checkpoint: str | None = None  # the learned policy's checkpoint (profile gnn)
-    compression: float | None = None  # k itself, instead of finding it from ``load``
-    node_fraction: float = 1.0  # share of the node list, sampled by shape with ``seed``
-
-
-@dataclass(frozen=True)
-class TimedWorkload:
-    """A trace's pods (sorted by creation time, ties in file order) and the node list."""
-
-    pods: list[TimedPod]
-    nodes: list[Node]
-    issues: list[str]
-
-    @property
-    def capacity_milli(self) -> int:
-        return gpu_capacity_milli(self.nodes)
-
-    @property
-    def creation_s(self) -> FloatArray:
-        return np.array([p.creation_s for p in self.pods], np.float64)
-
-    @property
-    def lifetime_s(self) -> FloatArray:
-        return np.array([lifetime_s(p) for p in self.pods], np.float64)
-
-    @property
-    def gpu_milli(self) -> FloatArray:
-        return np.array([p.pod.gpu.total_milli for p in self.pods], np.float64)
-
-    def cluster(self, fraction: float, seed: int) -> list[Node]:
-        """The nodes a replay with ``seed`` runs on: ``fraction`` of the list, by shape."""
-        return sample_nodes(self.nodes, fraction, seed)
-
-    def nominal_capacity_milli(self, fraction: float) -> float:
-        """The GPU capacity ``load`` is a multiple of: ``fraction`` of the node list's."""
-        return min(fraction, 1.0) * self.capacity_milli
-
-    def describe_capacity(self, fraction: float) -> str:
-        gpus = self.capacity_milli // 1000
-        if fraction >= 1.0:
-            return f"the cluster's {gpus} GPUs"
-        nominal = self.nominal_capacity_milli(fraction) / 1000
-        return f"the {nominal:g} GPUs of {fraction:g} of the node list's {gpus}"
-
-    def compression_for(self, load: float, fraction: float = 1.0) -> float:
-        """The ``k`` whose offered GPU load is ``load`` x ``fraction`` of the node list's
-        capacity; a load no compression reaches is an error that says how much the trace
-        can offer."""
-        creation, lifetime, gpu = self.creation_s, self.lifetime_s, self.gpu_milli
-        capacity = max(self.nominal_capacity_milli(fraction), 1.0)
-        most = most_offered_gpu_milli(creation, lifetime, gpu) / capacity
-        if load > most:
-            raise SchedulerInputError(
-                "offered load",
-                "load",
-                f"{load:g} is out of reach: at any compression this trace offers at most {most:.3f} x "
-                f"{self.describe_capacity(fraction)} (every pod alive from its arrival, "
-                "or the busy window's start, to the last arrival)",
-            )
-        return compression_for_load(creation, lifetime, gpu, load * capacity)
-
-    def offered_load(self, compression: float, capacity_milli: float) -> float:
-        """The offered GPU load at ``compression``, as a share of ``capacity_milli``; NaN
-        when the busy window is a single instant (no span to average over)."""
-        creation = self.creation_s
-        if creation[-1] <= busy_from(creation):
-            return math.nan
-        offered = offered_gpu_milli(creation, self.lifetime_s, self.gpu_milli, compression)
-        return offered / max(capacity_milli, 1.0)
-
-
-def lifetime_s(pod: TimedPod) -> float:
-    return max(pod.deletion_s - pod.creation_s, MIN_LIFETIME_S)
-
-
-def load_timed_workload(trace: str, nodes: str = DEFAULT_NODE_LIST) -> TimedWorkload:
-    """The trace's timed pods and the node list; a pod named twice keeps its first row
-    (the others are reported)."""
-    issues = TraceIssues()
-    cluster = load_nodes(node_list_path(nodes), issues)
-    pods: list[TimedPod] = []
-    first_row: dict[str, str] = {}
-    for timed in load_timed_pods(pod_list_path(trace), issues):
-        seen = first_row.setdefault(timed.pod.name, timed.pod.source)
-        if seen != timed.pod.source:
-            issues.add(f"{timed.pod.source}: name: pod {timed.pod.name} again (first at {seen}); skipped")
-            continue
-        pods.append(timed)
-    check_pods_against_nodes([p.pod for p in pods], cluster, issues)
-    pods.sort(key=lambda p: p.creation_s)  # stable: equal times keep file order
-    return TimedWorkload(pods, cluster, issues.messages)
+    compression: float | None = None  # compressed arrivals: k itself, instead of finding it from load
+    # share of the node list; None: sized for ``load`` (one clock), 1 (compressed arrivals)
+    node_fraction: float | None = None
+    compress_arrivals: bool = False  # the earlier mode: arrivals / k, lifetimes as they are
+    time_scale: float = 1.0  # one clock: every time / time_scale (only units change)
+    trace_end_s: float | None = None  # pods deleted at or after it are censored; None: the latest deletion
 
 
 @dataclass
 class TimelineLog:
-    """What a timeline replay did. Rows of ``times``, ``allocated_milli`` and
-    ``pending`` are taken after all events of a time; per-pod arrays are in arrival
+    """What a timeline replay did, in the replay's seconds (``time_scale`` of the
+    trace's each). Rows of ``times``, ``allocated_milli``, ``pending`` and
+    ``whole_free`` are taken after all events of a time; per-pod arrays are in arrival
     order."""
 
     spec: TimelineSpec
     node_names: list[str]  # the nodes replayed (the seed's sample), in the node list's order
+    node_fraction: float  # the share of the node list they are (the nested sample's fraction)
     capacity_milli: int  # their GPU capacity
-    compression: float
+    compression: float  # how much faster arrivals run than lifetimes (1: one clock)
+    time_scale: float  # trace seconds per replay second
     offered_load: float  # share of capacity_milli
     times: FloatArray
     allocated_milli: IntArray
     pending: IntArray
+    gpu_counts: tuple[int, ...]  # the GPU counts of the cluster's GPU nodes, ascending
+    gpu_nodes: IntArray  # the cluster's nodes of each of gpu_counts
+    whole_free: IntArray  # per row and each of gpu_counts: nodes with every GPU free
     pod_names: list[str]
     arrival_s: FloatArray
-    lifetime_s: FloatArray
+    lifetime_s: FloatArray  # observed (a censored pod's is a lower bound)
+    censored: BoolArray  # still running when the list was taken: never left
     gpu_milli: IntArray
     wait_s: FloatArray  # placement minus arrival; NaN for a pod that failed
     placed_on: list[str]  # the node each pod was placed on ("" for a pod that failed)
@@ -219,8 +144,13 @@ class TimelineLog:
         return np.isnan(self.wait_s)
 
     @property
+    def max_wait_s(self) -> float:
+        """The max wait in the replay's seconds."""
+        return self.spec.max_wait_s / self.time_scale
+
+    @property
     def end_s(self) -> float:
-        return float(self.arrival_s[-1]) + self.spec.max_wait_s
+        return float(self.arrival_s[-1]) + self.max_wait_s
 
     @property
     def busy_from_s(self) -> float:
@@ -229,18 +159,25 @@ class TimelineLog:
         return float(self.arrival_s[busy_from_index(self.arrival_s.size)])
 
 
+@dataclass(frozen=True)
+class _Clock:
+    """Divisors of the trace's times: arrivals by ``arrivals``, lifetimes and the max wait
+    by ``lifetimes``."""
+
+    arrivals: float
+    lifetimes: float
+
+
 class _Run:
     """The event loop's state: the cluster, the queues and what is recorded."""
 
-    def __init__(
-        self, workload: TimedWorkload, nodes: list[Node], spec: TimelineSpec, compression: float
-    ) -> None:
+    def __init__(self, workload: TimedWorkload, nodes: list[Node], spec: TimelineSpec, clock: _Clock) -> None:
         self.pods = workload.pods
         self.rows: list[TraceRow] = [p.row for p in self.pods]
-        self.arrival = workload.creation_s / compression
-        self.lifetime = workload.lifetime_s
+        self.arrival = workload.creation_s / clock.arrivals
+        self.lifetime = workload.replay_lifetime_s / clock.lifetimes  # infinite: censored
         self.gpu = np.array([p.pod.gpu.total_milli for p in self.pods], np.int64)
-        self.max_wait = spec.max_wait_s
+        self.max_wait = spec.max_wait_s / clock.lifetimes
         self.state = ClusterState(node_priority_order(nodes, GoRand(spec.seed), 0))
         typical = trace_typical_pods([p.pod for p in self.pods])
         self.profile: Profile
@@ -250,9 +187,31 @@ class _Run:
         self.wait = np.full(len(self.pods), np.nan)
         self.placed_on = [""] * len(self.pods)
         self.allocated = 0
+        # Whole free GPU nodes: GPU milli in use per node row, and per GPU count the nodes
+        # with none in use.
+        node_gpus = self.state.gpu_count[: len(self.state)]
+        self.node_gpus = np.asarray(node_gpus, np.int64).copy()
+        self.gpu_counts = tuple(sorted({int(g) for g in self.node_gpus if g > 0}))
+        self.count_column = {g: j for j, g in enumerate(self.gpu_counts)}
+        self.node_used = np.zeros(self.node_gpus.size, np.int64)
+        self.free_now = [int((self.node_gpus == g).sum()) for g in self.gpu_counts]
+        self.gpu_nodes = np.array(self.free_now, np.int64)
         self.times: list[float] = []
         self.allocated_rows: list[int] = []
         self.pending_rows: list[int] = []
+        self.whole_free_rows: list[list[int]] = []
+
+    def _use(self, row: int, milli: int) -> None:
+        """``milli`` more (or fewer) GPU in use on node ``row``."""
+        before = self.node_used[row]
+        self.node_used[row] = before + milli
+        column = self.count_column.get(int(self.node_gpus[row]))
+        if column is None:
+            return
+        if before == 0 and milli > 0:
+            self.free_now[column] -= 1
+        elif before > 0 and self.node_used[row] == 0:
+            self.free_now[column] += 1
 
     def schedule(self, i: int, now: float) -> bool:
         """One full cycle for pod ``i``; places it if it fits."""
@@ -261,10 +220,13 @@ class _Run:
         if not decision.scheduled:
             return False
         self.state.place(pod, decision.node, decision.gpu_indices)
-        self.allocated += int(self.gpu[i]) if decision.gpu_indices else 0
+        if decision.gpu_indices:
+            self.allocated += int(self.gpu[i])
+            self._use(self.state.node_index[decision.node], int(self.gpu[i]))
         self.wait[i] = now - self.arrival[i]
         self.placed_on[i] = decision.node
-        heapq.heappush(self.departures, (now + float(self.lifetime[i]), i))
+        if math.isfinite(self.lifetime[i]):
+            heapq.heappush(self.departures, (now + float(self.lifetime[i]), i))
         return True
 
     def depart(self, now: float) -> list[int]:
@@ -273,8 +235,10 @@ class _Run:
         while self.departures and self.departures[0][0] <= now:
             i = heapq.heappop(self.departures)[1]
             placement = self.state.remove(self.pods[i].pod.key)
-            self.allocated -= int(self.gpu[i]) if placement.gpu_indices else 0
             row = self.state.node_index[placement.node]
+            if placement.gpu_indices:
+                self.allocated -= int(self.gpu[i])
+                self._use(row, -int(self.gpu[i]))
             if row not in left:
                 left.append(row)
         return left
@@ -312,6 +276,7 @@ class _Run:
         self.times.append(now)
         self.allocated_rows.append(self.allocated)
         self.pending_rows.append(len(self.pending))
+        self.whole_free_rows.append(list(self.free_now))
 
     def next_time(self, arrived: int) -> float:
         candidates = []
@@ -340,33 +305,51 @@ class _Run:
             self.record(now)
 
 
+def cluster_and_clock(workload: TimedWorkload, spec: TimelineSpec) -> tuple[list[Node], float, _Clock]:
+    """The nodes a spec replays, the share of the node list they are, and its clock."""
+    if spec.compress_arrivals:
+        fraction = 1.0 if spec.node_fraction is None else spec.node_fraction
+        k = (
+            spec.compression
+            if spec.compression is not None
+            else workload.compression_for(spec.load, fraction)
+        )
+        return workload.cluster(fraction, spec.seed), fraction, _Clock(k, 1.0)
+    clock = _Clock(spec.time_scale, spec.time_scale)
+    if spec.node_fraction is not None:
+        return nested_sample(workload.nodes, spec.node_fraction, spec.seed), spec.node_fraction, clock
+    sized = cluster_for_load(workload.nodes, workload.offered_on_trace_clock_milli(), spec.load, spec.seed)
+    return sized.nodes, sized.fraction, clock
+
+
 def replay_timeline(spec: TimelineSpec, progress: Callable[[int, int], None] | None = None) -> TimelineLog:
-    workload = load_timed_workload(spec.trace, spec.nodes)
+    workload = load_timed_workload(spec.trace, spec.nodes, spec.trace_end_s)
     if not workload.pods:
         raise ValueError(f"timeline replay of {spec.trace}: the trace has no pod to replay")
-    nodes = workload.cluster(spec.node_fraction, spec.seed)
+    nodes, fraction, clock = cluster_and_clock(workload, spec)
     capacity = gpu_capacity_milli(nodes)
-    compression = (
-        spec.compression
-        if spec.compression is not None
-        else workload.compression_for(spec.load, spec.node_fraction)
-    )
-    run = _Run(workload, nodes, spec, compression)
+    run = _Run(workload, nodes, spec, clock)
     started = time.perf_counter()
     run.run(progress)
     seconds = time.perf_counter() - started
     return TimelineLog(
         spec=spec,
         node_names=[n.name for n in nodes],
+        node_fraction=fraction,
         capacity_milli=capacity,
-        compression=compression,
-        offered_load=workload.offered_load(compression, capacity),
+        compression=clock.arrivals / clock.lifetimes,
+        time_scale=clock.lifetimes,
+        offered_load=workload.offered_load(clock.arrivals / clock.lifetimes, capacity),
         times=np.array(run.times, np.float64),
         allocated_milli=np.array(run.allocated_rows, np.int64),
         pending=np.array(run.pending_rows, np.int64),
+        gpu_counts=run.gpu_counts,
+        gpu_nodes=run.gpu_nodes,
+        whole_free=np.array(run.whole_free_rows, np.int64).reshape(len(run.times), len(run.gpu_counts)),
         pod_names=[p.pod.name for p in workload.pods],
         arrival_s=run.arrival,
-        lifetime_s=run.lifetime,
+        lifetime_s=workload.lifetime_s / clock.lifetimes,
+        censored=workload.censored,
         gpu_milli=run.gpu,
         wait_s=run.wait,
         placed_on=run.placed_on,

@@ -1,6 +1,6 @@
-"""``rl-scheduler timeline``: replay a trace in time (pods arrive at their compressed
-creation times and leave after their lifetimes; ``scheduler.sim.timeline``) under
-several policies and seeds, print the comparison, write ``summary.json`` and a plot."""
+"""``rl-scheduler timeline``: replay a trace in time (pods arrive at their creation times
+and leave after their lifetimes, on one clock; ``scheduler.sim.timeline``) under several
+policies and seeds, print the comparison, write ``summary.json`` and a plot."""
 
 from __future__ import annotations
 
@@ -26,17 +26,25 @@ from scheduler.plugins.profiles import profile_names
 from scheduler.sim import paired, report, timeline_report
 from scheduler.sim.catalog import DEFAULT_NODE_LIST, node_list_path, pod_list_path
 from scheduler.sim.cli import LEARNED, _advance, print_issues
+from scheduler.sim.offered_load import busy_from
 from scheduler.sim.replay import gpu_capacity_milli
 from scheduler.sim.sweep import run_sweep
-from scheduler.sim.timeline import DEFAULT_MAX_WAIT_S, TimedWorkload, TimelineSpec, load_timed_workload
+from scheduler.sim.timeline import (
+    DEFAULT_MAX_WAIT_S,
+    TimedWorkload,
+    TimelineSpec,
+    cluster_and_clock,
+    load_timed_workload,
+)
 from scheduler.sim.timeline_metrics import run_timeline
 
 # rl-scheduler's policy first (the paired differences are its), its teacher, FGD and
 # kube-scheduler's default profile.
 DEFAULT_POLICIES = (LEARNED, "fgd-reserve", "fgd", "default")
-# A quarter of the openb node list: the default trace can offer it up to 1.8 x its GPUs
-# over the busy window (the whole list, 0.45 x), so --load 1 and past it are reachable.
-DEFAULT_NODE_FRACTION = 0.25
+# With --compress-arrivals, a quarter of the openb node list: the default trace can offer
+# it up to 1.8 x its GPUs over the busy window (the whole list, 0.45 x).
+COMPRESSED_NODE_FRACTION = 0.25
+DEFAULT_LOAD = 1.0
 
 
 def chosen_policies(args: argparse.Namespace) -> list[str]:
@@ -94,22 +102,37 @@ def register(commands: Any) -> None:
     parser.add_argument(
         "--load",
         type=number(float, POSITIVE),
-        default=1.0,
-        help="offered GPU load over the busy window, x the GPUs of --node-fraction of the node list; "
-        "sets the arrivals' compression",
+        default=None,
+        help="offered GPU load over the busy window, x the cluster's GPUs: sizes each seed's cluster, so "
+        "not with --node-fraction (with --compress-arrivals: x the GPUs of --node-fraction of the node "
+        f"list, and sets the arrivals' compression) [{DEFAULT_LOAD:g}]",
     )
     parser.add_argument(
         "--node-fraction",
         type=number(float, FRACTION),
-        default=DEFAULT_NODE_FRACTION,
-        help="share of the node list replayed: a sample stratified by node shape, drawn with each seed "
-        "(1: every node)",
+        default=None,
+        help="share of the node list replayed, a sample stratified by node shape drawn with each seed "
+        "(1: every node); the load it gets is reported. Default: sized for --load "
+        f"({COMPRESSED_NODE_FRACTION:g} with --compress-arrivals)",
+    )
+    parser.add_argument(
+        "--time-scale",
+        type=number(float, POSITIVE),
+        default=1.0,
+        help="every time of the trace divided by it, arrivals and lifetimes alike (only units change; "
+        "the metrics are in the trace's seconds)",
+    )
+    parser.add_argument(
+        "--compress-arrivals",
+        action="store_true",
+        help="the earlier replay: arrivals compressed k x to meet --load, lifetimes as they are (a pod "
+        "of 10 minutes then outlives the next k x 10 minutes of arrivals); kept to measure what it does",
     )
     parser.add_argument(
         "--max-wait",
         type=number(float, NON_NEGATIVE),
         default=DEFAULT_MAX_WAIT_S,
-        help="simulated seconds a pod may stay pending before it fails",
+        help="seconds (of the trace's clock) a pod may stay pending before it fails",
     )
     parser.add_argument(
         "--nodes",
@@ -134,18 +157,25 @@ def register(commands: Any) -> None:
 
 
 def compression(trace: str, nodes: str, load: float, fraction: float) -> tuple[float, TimedWorkload]:
-    """The ``k`` of ``--load`` on this trace and node list; a load out of reach is an
-    error naming ``--load``."""
-    workload = load_timed_workload(trace, nodes)
-    if not workload.pods:
-        raise CommandLineError("timeline", "--trace", f"{trace}: no pod to replay")
+    """The ``k`` of ``--load`` on this trace and node list (``--compress-arrivals``); a
+    load out of reach is an error naming ``--load``."""
+    workload = _workload(trace, nodes)
     try:
         k = workload.compression_for(load, fraction)
     except SchedulerInputError as error:
-        raise CommandLineError(
-            "timeline", "--load" if error.field == "load" else "--trace", error.problem
-        ) from None
+        raise _option_error(error) from None
     return k, workload
+
+
+def _workload(trace: str, nodes: str) -> TimedWorkload:
+    workload = load_timed_workload(trace, nodes)
+    if not workload.pods:
+        raise CommandLineError("timeline", "--trace", f"{trace}: no pod to replay")
+    return workload
+
+
+def _option_error(error: SchedulerInputError) -> CommandLineError:
+    return CommandLineError("timeline", "--load" if error.field == "load" else "--trace", error.problem)
 
 
 def describe_load(workload: TimedWorkload, k: float, fraction: float, seeds: list[int]) -> str:
@@ -163,26 +193,95 @@ def describe_load(workload: TimedWorkload, k: float, fraction: float, seeds: lis
     )
 
 
+def describe_clusters(workload: TimedWorkload, specs: list[TimelineSpec]) -> str:
+    """One clock: what the pods offer, and each seed's cluster (min-max over seeds): the
+    share of the node list, its GPUs and the load offered to them."""
+    try:
+        clusters = [cluster_and_clock(workload, spec)[:2] for spec in specs]
+        offered = workload.offered_on_trace_clock_milli()
+    except SchedulerInputError as error:
+        raise _option_error(error) from None
+    held = [gpu_capacity_milli(nodes) // 1000 for nodes, _ in clusters]
+    loads = [offered / max(1000 * gpus, 1) for gpus in held]
+    creation = workload.creation_s
+    window = _duration(float(creation[-1] - busy_from(creation)))
+    spec = specs[0]
+    sized = (
+        f"sized for --load {spec.load:g}"
+        if spec.node_fraction is None
+        else f"--node-fraction {spec.node_fraction:g}"
+    )
+    fractions = _span([fraction for _, fraction in clusters], ".4f")
+    return (
+        f"one clock (the trace's seconds / {spec.time_scale:g}, arrivals and lifetimes alike): "
+        f"the pods offer {offered / 1000:.1f} GPUs over the busy window ({window}); "
+        f"clusters {sized}: the seeds' samples hold {_span(held, 'd')} GPUs ({fractions} of the node "
+        f"list's {workload.capacity_milli // 1000}), offered {_span(loads, '.3f')} x theirs; "
+        f"censored (running at the trace's end): {int(workload.censored.sum())} pods"
+    )
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 86_400:.1f} days" if seconds >= 2 * 86_400 else f"{seconds / 3600:.2f} h"
+
+
 def _span(values: list[int] | list[float], spec: str) -> str:
     low, high = (format(v, spec) for v in (min(values), max(values)))
     return low if low == high else f"{low}-{high}"
 
 
-def timeline(args: argparse.Namespace) -> int:
-    policies = chosen_policies(args)
-    k, workload = compression(args.trace, args.nodes, args.load, args.node_fraction)
-    print(
-        f"{args.trace}: arrivals compressed k = {k:.6g}x; "
-        f"{describe_load(workload, k, args.node_fraction, args.seeds)}; max wait {args.max_wait:g} s"
-    )
-    checkpoint = str(args.checkpoint) if args.checkpoint else None
-    specs = [
-        TimelineSpec(
-            args.trace, p, s, args.nodes, args.load, args.max_wait, checkpoint, k, args.node_fraction
+def refuse_options_that_clash(args: argparse.Namespace) -> None:
+    """On one clock --load sizes the cluster, so it and --node-fraction cannot both be
+    given; --time-scale scales arrivals and lifetimes alike, which compressed arrivals
+    do not."""
+    if args.compress_arrivals and args.time_scale != 1.0:
+        raise CommandLineError(
+            "timeline", "--time-scale", "scales arrivals and lifetimes alike; not with --compress-arrivals"
         )
+    if not args.compress_arrivals and args.load is not None and args.node_fraction is not None:
+        raise CommandLineError(
+            "timeline",
+            "--load",
+            "on the trace's clock --load sizes the cluster; with --node-fraction the load follows from it "
+            "(and is reported): give one of the two",
+        )
+
+
+def timeline_specs(args: argparse.Namespace) -> tuple[list[TimelineSpec], str]:
+    """The replays of a parsed command line, and the line that describes their load."""
+    refuse_options_that_clash(args)
+    policies = chosen_policies(args)
+    checkpoint = str(args.checkpoint) if args.checkpoint else None
+    load = DEFAULT_LOAD if args.load is None else args.load
+    common = {
+        "nodes": args.nodes,
+        "load": load,
+        "max_wait_s": args.max_wait,
+        "checkpoint": checkpoint,
+        "compress_arrivals": args.compress_arrivals,
+    }
+    if args.compress_arrivals:
+        fraction = COMPRESSED_NODE_FRACTION if args.node_fraction is None else args.node_fraction
+        k, workload = compression(args.trace, args.nodes, load, fraction)
+        specs = [
+            TimelineSpec(args.trace, p, s, compression=k, node_fraction=fraction, **common)
+            for p in policies
+            for s in args.seeds
+        ]
+        line = f"arrivals compressed k = {k:.6g}x; {describe_load(workload, k, fraction, args.seeds)}"
+        return specs, line
+    workload = _workload(args.trace, args.nodes)
+    specs = [
+        TimelineSpec(args.trace, p, s, node_fraction=args.node_fraction, time_scale=args.time_scale, **common)
         for p in policies
         for s in args.seeds
     ]
+    return specs, describe_clusters(workload, specs[: len(args.seeds)])
+
+
+def timeline(args: argparse.Namespace) -> int:
+    specs, line = timeline_specs(args)
+    print(f"{args.trace}: {line}; max wait {args.max_wait:g} s")
     with tqdm(total=None, unit="pod", disable=args.quiet, desc=f"{len(specs)} replays") as bar:
         results = run_sweep(specs, run_timeline, args.workers, on_pods=_advance(bar))
     print_issues(results)
@@ -190,7 +289,10 @@ def timeline(args: argparse.Namespace) -> int:
     print(timeline_report.table(summary))
     differences = timeline_report.headline_differences(results)
     if differences:
-        print(f"\npaired over seeds ({paired.CONFIDENCE:.0%} Student-t interval on the mean difference):")
+        print(
+            f"\npaired over seeds ({paired.CONFIDENCE:.0%} Student-t interval on the mean difference; "
+            "ahead: a higher value, the worse one for waits and failures):"
+        )
         print(timeline_report.paired_table(summary, differences))
     report.write_summary(summary, args.out / "summary.json")
     timeline_report.plot(results, args.out / "curves.png")

@@ -1,6 +1,8 @@
-"""The timeline replay: pods arrive at their (compressed) creation times, leave after
-their lifetimes, wait in a FIFO queue when they fit nowhere, fail after max-wait; the
-compression that gives an offered load; the metrics; ``rl-scheduler timeline``."""
+"""The timeline replay: pods arrive at their creation times, leave after their lifetimes,
+wait in a FIFO queue when they fit nowhere, fail after max-wait; the compression that
+gives an offered load (``compress_arrivals``); the metrics; ``rl-scheduler timeline``.
+The one clock, the cluster sized for a load, censoring and the platform metrics are in
+``test_timeline_clock``."""
 
 from __future__ import annotations
 
@@ -48,9 +50,21 @@ def write_trace(tmp_path: Path, pods: list[Pod], nodes: str = ONE_GPU_NODE) -> t
 
 
 def replay(tmp_path: Path, pods: list[Pod], max_wait: float, nodes: str = ONE_GPU_NODE) -> TimelineLog:
-    """Arrivals at the trace's own times (k = 1), policy fgd, seed 42."""
+    """The trace's own clock, every node, policy fgd, seed 42; no pod censored (the one
+    deleted last leaves, as the rows say)."""
     trace, node_list = write_trace(tmp_path, pods, nodes)
-    return replay_timeline(TimelineSpec(trace, "fgd", 42, node_list, max_wait_s=max_wait, compression=1.0))
+    spec = TimelineSpec(
+        trace, "fgd", 42, node_list, max_wait_s=max_wait, node_fraction=1.0, trace_end_s=math.inf
+    )
+    return replay_timeline(spec)
+
+
+def compressed(trace: str, nodes: str, seed: int = 42, **options: Any) -> TimelineLog:
+    """The earlier mode: arrivals compressed to meet ``load``, lifetimes as they are; no
+    pod censored."""
+    return replay_timeline(
+        TimelineSpec(trace, "fgd", seed, nodes, compress_arrivals=True, trace_end_s=math.inf, **options)
+    )
 
 
 def waits(log: TimelineLog) -> dict[str, float | None]:
@@ -255,7 +269,7 @@ def test_with_room_for_every_pod_the_headline_is_the_offered_load(tmp_path: Path
     """Nothing waits, so the GPU allocated over the arrival span is what the pods offer."""
     pods = [(f"p{i}", 1 + i % 2, 100 * i, 100 * i + 30 + 70 * (i % 3)) for i in range(12)]
     trace, nodes = write_trace(tmp_path, pods, "n1,64000,262144,8,T4\nn2,64000,262144,8,T4\n")
-    log = replay_timeline(TimelineSpec(trace, "fgd", 42, nodes, load=0.2))
+    log = compressed(trace, nodes, load=0.2)
     assert log.offered_load == pytest.approx(0.2, rel=1e-9)
     assert np.all(log.wait_s == 0)
     assert timeline_metrics(log).gpu_alloc_mean == pytest.approx(20.0, rel=1e-9)
@@ -271,9 +285,10 @@ def test_early_pods_run_from_time_zero_but_the_headline_averages_over_the_busy_w
         (f"p{i:03d}", 1 + i % 2, 50_000 + 100 * i, 50_000 + 100 * i + 30 + 70 * (i % 3)) for i in range(120)
     ]
     trace, nodes = write_trace(tmp_path, pods, "n1,64000,262144,8,T4\nn2,64000,262144,8,T4\n")
-    log = replay_timeline(TimelineSpec(trace, "fgd", 42, nodes, load=0.4))
+    log = compressed(trace, nodes, load=0.4)
     assert log.busy_from_s == log.arrival_s[1] == 50_000 / log.compression
-    assert (log.arrival_s[0], log.wait_s[0], log.offered_load) == (0.0, 0.0, pytest.approx(0.4, rel=1e-9))
+    assert (log.arrival_s[0], log.wait_s[0]) == (0.0, 0.0)
+    assert log.offered_load == pytest.approx(0.4, rel=1e-9)
     assert np.all(log.wait_s == 0)
     assert timeline_metrics(log).gpu_alloc_mean == pytest.approx(40.0, rel=1e-9)
     assert reduce_log(log, points=3).curve_s[0] == log.busy_from_s  # the curves start there too
@@ -331,7 +346,7 @@ ALL_NODES = [f"t{i}" for i in range(6)] + [f"v{i}" for i in range(6)]
 def sampled_replay(tmp_path: Path, fraction: float, seed: int, load: float = 0.3) -> TimelineLog:
     pods = [(f"p{i:02d}", 1 + i % 2, 10 * i, 10 * i + 30 + (i * 17) % 50) for i in range(40)]
     trace, nodes = write_trace(tmp_path, pods, TWO_SHAPES)
-    return replay_timeline(TimelineSpec(trace, "fgd", seed, nodes, load=load, node_fraction=fraction))
+    return compressed(trace, nodes, seed, load=load, node_fraction=fraction)
 
 
 # (id, fraction, two seeds, whether their clusters are the same, nodes of each shape)
@@ -384,11 +399,14 @@ def test_the_curves_share_one_grid(tmp_path: Path) -> None:
 def test_the_command_prints_the_compression_the_table_and_the_pairs_and_writes_the_summary(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """With --compress-arrivals (the earlier mode; the one clock's command line is in
+    test_timeline_clock)."""
     pods = [(f"p{i:02d}", 1, 10 * i, 10 * i + 25 + (i * 13) % 40) for i in range(30)]
     trace, nodes = write_trace(tmp_path, pods, "".join(f"n{i},16000,65536,2,T4\n" for i in range(4)))
     out = tmp_path / "out"
     argv = ["timeline", "--trace", trace, "--nodes", nodes, "--policy", "fgd", "--policy", "default"]
     argv += [
+        "--compress-arrivals",
         "--seeds",
         "1,2",
         "--load",
@@ -414,27 +432,12 @@ def test_the_command_prints_the_compression_the_table_and_the_pairs_and_writes_t
     )
     assert protocol["node_fraction"] == 0.5
     assert protocol["clusters"] == {
-        seed: {"gpus": 4, "offered_load": pytest.approx(0.8)} for seed in ("1", "2")
+        seed: {"node_fraction": 0.5, "gpus": 4, "offered_load": pytest.approx(0.8)} for seed in ("1", "2")
     }  # two of the four nodes each
-    assert lines[1].split() == [
-        *(
-            "policy",
-            "GPU",
-            "alloc",
-            "%",
-            "GPU-h",
-            "failed",
-            "%",
-            "failed",
-            "wait",
-            "p50",
-            "s",
-            "wait",
-            "p99",
-            "s",
-        ),
-        *("peak", "pending", "mean", "pending", "s/replay"),
-    ]
+    assert protocol["clock"] == "compressed arrivals"
+    header = "policy GPU alloc % whole-free nodes % whole-free 2-GPU % >=4-GPU wait p50 s p90 s wait GPU-h "
+    header += ">=4-GPU failed failed GPU-h failed s/replay"
+    assert lines[1].split() == header.split()
     assert [line.split()[0] for line in lines[3:5]] == ["fgd", "default"]
     policies = summary["policies"]
     assert list(policies) == ["fgd", "default"]
@@ -449,6 +452,11 @@ def test_the_command_prints_the_compression_the_table_and_the_pairs_and_writes_t
         "gpu_alloc_mean",
         [1, 2],
     )
+    # no pod asks 4 GPUs: the multi-GPU waits have no value to pair
+    assert [p["metric"] for p in summary["paired"]] == [
+        *("gpu_alloc_mean", "whole_free_nodes_pct", "whole_free_2gpu_pct", "multi_gpu_wait_gpu_hours"),
+        *("multi_gpu_failed", "pods_failed", "gpu_hours_failed"),
+    ]
     assert any(line.split()[1:4] == ["fgd", "-", "default"] for line in lines[5:])
     assert lines[-1] == f"wrote {out / 'summary.json'} and {out / 'curves.png'}"
     assert (out / "curves.png").stat().st_size > 0
@@ -459,7 +467,7 @@ def test_the_command_refuses_a_load_out_of_reach_in_one_line(
 ) -> None:
     trace, nodes = write_trace(tmp_path, [("a", 1, 0, 100), ("b", 1, 1000, 1050)], "n1,16000,65536,4,T4\n")
     argv = ["timeline", "--trace", trace, "--nodes", nodes, "--policy", "fgd", "--load", "0.5", "--quiet"]
-    argv += ["--node-fraction", "1"]
+    argv += ["--node-fraction", "1", "--compress-arrivals"]
     assert main([*argv, "--out", str(tmp_path / "out")]) == 2
     captured = capsys.readouterr()
     assert (captured.out, captured.err.splitlines()) == (

@@ -179,7 +179,8 @@ ROWS = [
     (["timeline", "--load", "nan"], _line("timeline", "--load", "'nan' is not a finite number")),
     (["timeline", "--load", "x"], _line("timeline", "--load", "'x' is not a number")),
     (
-        ["timeline", "--load", "5", "--policy", "fgd"],  # more than the default trace can ever offer
+        # compressed: more than the default trace can ever offer
+        ["timeline", "--load", "5", "--policy", "fgd", "--compress-arrivals"],
         _line(
             "timeline",
             "--load",
@@ -187,10 +188,23 @@ ROWS = [
         ),
     ),
     (
-        ["timeline", "--load", "0.5", "--node-fraction", "1", "--policy", "fgd"],  # the whole node list
+        # compressed, on the whole node list
+        ["timeline", "--load", "0.5", "--node-fraction", "1", "--policy", "fgd", "--compress-arrivals"],
         _line(
             "timeline", "--load", "0.5 is out of reach: at any compression this trace offers at most 0.451 x"
         ),
+    ),
+    (
+        ["timeline", "--load", "0.001", "--policy", "fgd"],  # one clock: less than the whole node list gets
+        _line(
+            "timeline",
+            "--load",
+            "0.001 is out of reach on the trace's clock: the whole node list (6212 GPUs)",
+        ),
+    ),
+    (
+        ["timeline", "--load", "0.5", "--node-fraction", "1"],  # one clock: one of the two sizes the cluster
+        _line("timeline", "--load", "on the trace's clock --load sizes the cluster; with --node-fraction"),
     ),
     (
         ["timeline", "--node-fraction", "0"],
