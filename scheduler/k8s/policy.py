@@ -4,11 +4,15 @@ The configured profile (the learned ``gnn`` policy by default) is loaded from th
 current version of the policy store the trainer publishes to (``policy_store``); while
 that store is missing or holds no version yet (a fresh install), from ``checkpoint``,
 or the checkpoint shipped in the package when that is unset. If the checkpoint to load
-is missing, corrupt or of another feature schema, the heuristic fallback profile
-schedules instead, a log line and ``rl_scheduler_policy_load_failures_total`` say why.
+is missing, corrupt, malformed or of another feature schema (whatever fails while it
+loads, at start or on a reload), the heuristic fallback profile schedules instead, a
+log line and ``rl_scheduler_policy_load_failures_total`` say why (``reason``:
+``missing``, ``incompatible``, ``corrupt``, ``unavailable`` without the numpy policy's
+dependencies, ``error`` for anything unforeseen, logged with its traceback).
 A newer checkpoint (a newly published version, or a rewritten manifest) is loaded in
-the background and swapped in between two decisions, without a restart. Loading
-reads safetensors and JSON only; it never runs code from the file.
+the background and swapped in between two decisions, without a restart; no failure
+ends that background loop. Loading reads safetensors and JSON only; it never runs
+code from the file.
 
 FGD-style scores measure fragmentation against the typical workload: it starts as the
 mix of an openb trace and then follows the recent pod arrivals of this cluster.
@@ -92,10 +96,12 @@ def choose_checkpoint(policy_store: Path | None, checkpoint: Path | None) -> Che
 
 
 def failure_reason(field: str) -> str:
-    """A checkpoint error's field as a small set of metric label values."""
-    if field in ("path", "file"):
+    """A checkpoint error's field (``model.hidden``: its top-level field counts) as a
+    small set of metric label values."""
+    top = field.split(".", 1)[0]
+    if top in ("path", "file"):
         return "missing"
-    if field in ("format", "format_version", "feature_schema_version", "features", "model"):
+    if top in ("format", "format_version", "feature_schema_version", "features", "model"):
         return "incompatible"
     return "corrupt"
 
@@ -198,10 +204,14 @@ class PolicyManager:
 
     def load(self) -> None:
         """(Re)build every profile; a learned one that cannot load gets the fallback."""
-        choice = None
+        choice: CheckpointChoice | OSError | None = None
         announce = False
         if self.learned:
-            choice = choose_checkpoint(self.settings.policy_store, self.settings.checkpoint)
+            try:
+                choice = choose_checkpoint(self.settings.policy_store, self.settings.checkpoint)
+            except OSError as error:  # a store folder that cannot be listed
+                choice = error
+        if isinstance(choice, CheckpointChoice):
             announce = choice.fingerprint != self._fingerprint
             self._fingerprint = choice.fingerprint
             if announce and choice.waiting_for is not None:
@@ -216,6 +226,14 @@ class PolicyManager:
         for resolved in self.profiles:
             if choice is None or not resolved.learned:
                 active = ActiveProfile(build(resolved, self._context()), "policy", "heuristic")
+            elif isinstance(choice, OSError):
+                self.metrics.policy_load_failures.labels("missing").inc()
+                log.error(
+                    "policy store unreadable, %s schedules instead: %s",
+                    self.settings.fallback_profile,
+                    choice,
+                )
+                active = self._fallback(resolved, f"policy store unreadable: {choice}")
             else:
                 active = self._load_learned(resolved, choice, announce)
             self.by_scheduler[resolved.scheduler_name] = active
@@ -235,6 +253,10 @@ class PolicyManager:
             self.metrics.policy_load_failures.labels(failure_reason(error.field)).inc()
             log.error("policy not loaded, %s schedules instead: %s", fallback, error)
             return self._fallback(resolved, str(error))
+        except Exception as error:  # a checkpoint must never stop the scheduler; a bug shows its traceback
+            self.metrics.policy_load_failures.labels("error").inc()
+            log.exception("policy %s not loaded, %s schedules instead", choice.path or SHIPPED, fallback)
+            return self._fallback(resolved, f"error: {error!r}")
         if announce:
             log.info("scheduling %s with %s policy %s", resolved.scheduler_name, profile.name, choice.version)
         return ActiveProfile(profile, "policy", choice.version)
@@ -245,14 +267,29 @@ class PolicyManager:
             self.load()
 
     async def watch(self) -> None:
-        """Reload when a newer checkpoint appears."""
+        """Reload when a newer checkpoint appears. Nothing a checkpoint or the store does
+        ends this loop: a candidate that cannot load gets the fallback (``load``), and
+        any other failure is logged with its traceback (once while it repeats) and
+        counted, while the profiles in use keep scheduling."""
+        failing = ""
         while True:
             await asyncio.sleep(self.settings.policy_reload_s)
             if not self.learned:
                 continue
-            choice = await asyncio.to_thread(
-                choose_checkpoint, self.settings.policy_store, self.settings.checkpoint
-            )
-            if choice.fingerprint != self._fingerprint:
-                log.info("new policy checkpoint %s", choice.path or SHIPPED)
-                await asyncio.to_thread(self.load)
+            try:
+                await self._reload_if_new()
+            except Exception as error:
+                if repr(error) != failing:
+                    self.metrics.policy_load_failures.labels("error").inc()
+                    log.exception("policy reload failed; the profiles in use keep scheduling")
+                failing = repr(error)
+            else:
+                failing = ""
+
+    async def _reload_if_new(self) -> None:
+        choice = await asyncio.to_thread(
+            choose_checkpoint, self.settings.policy_store, self.settings.checkpoint
+        )
+        if choice.fingerprint != self._fingerprint:
+            log.info("new policy checkpoint %s", choice.path or SHIPPED)
+            await asyncio.to_thread(self.load)

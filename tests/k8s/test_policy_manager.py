@@ -10,13 +10,18 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+from safetensors.numpy import save_file
 
+from scheduler.k8s import policy as policy_module
 from scheduler.k8s.metrics import Metrics
 from scheduler.k8s.policy import PolicyManager, TypicalWorkload
 from scheduler.k8s.settings import load_settings
 from scheduler.online.store import PolicyStore
+from scheduler.plugins import profiles
 from scheduler.policy.checkpoint import default_checkpoint_path
+from scheduler.policy.weights import load_weights, sha256
 
 WORKLOAD = TypicalWorkload("default", 0)
 
@@ -109,10 +114,46 @@ def no_manifest(folder: Path) -> None:
     (folder / "manifest.json").unlink()
 
 
+def strings_for_sizes(folder: Path) -> None:
+    """Before validation: ``heads * hidden`` of two strings raised a TypeError."""
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["model"] |= {"hidden": "32", "heads": "2"}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+def nested_too_deep(folder: Path) -> None:
+    """Before validation: a RecursionError."""
+    (folder / "manifest.json").write_text("[" * 100_000)
+
+
+def nan_weights(folder: Path) -> None:
+    """Before validation: loaded, and every node scored alike."""
+    arrays = {name: np.array(array) for name, array in load_weights(folder).arrays.items()}
+    arrays["head.2.bias"][0] = np.nan
+    save_file(arrays, str(folder / "model.safetensors"))
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["weights"]["sha256"] = sha256(folder / "model.safetensors")
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
 @pytest.mark.parametrize(
     ("damage", "reason"),
-    [(corrupt_weights, "corrupt"), (other_schema, "incompatible"), (no_manifest, "missing")],
-    ids=["corrupted weights", "another feature schema", "no manifest"],
+    [
+        (corrupt_weights, "corrupt"),
+        (other_schema, "incompatible"),
+        (no_manifest, "missing"),
+        (strings_for_sizes, "incompatible"),
+        (nested_too_deep, "corrupt"),
+        (nan_weights, "corrupt"),
+    ],
+    ids=[
+        "corrupted weights",
+        "another feature schema",
+        "no manifest",
+        "sizes written as strings",
+        "JSON nested 100000 deep",
+        "a NaN weight",
+    ],
 )
 def test_a_bad_checkpoint_falls_back_to_the_heuristic(tmp_path: Path, damage: object, reason: str) -> None:
     folder = tmp_path / "policy"
@@ -161,6 +202,90 @@ async def reload_until(policy: PolicyManager, version: str) -> None:
         if policy.active.version == version:
             break
     watcher.cancel()
+
+
+async def wait_for(done: Any) -> bool:
+    for _ in range(200):
+        if done():
+            return True
+        await asyncio.sleep(0.02)
+    return False
+
+
+def publish_damaged(store: PolicyStore, damage: Any) -> str:
+    def write(folder: Path) -> None:
+        shutil.copytree(default_checkpoint_path(), folder, dirs_exist_ok=True)
+        damage(folder)
+
+    return store.publish(write)
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [(nested_too_deep, "corrupt"), (strings_for_sizes, "incompatible"), (nan_weights, "corrupt")],
+    ids=["JSON nested 100000 deep", "sizes written as strings", "a NaN weight"],
+)
+def test_the_reload_loop_survives_a_bad_candidate_then_loads_a_good_one(
+    tmp_path: Path, damage: Any, reason: str
+) -> None:
+    store = PolicyStore(tmp_path / "policies")
+    publish(store)
+    policy, metrics = manager(None, policy_store=store.root)
+
+    async def scenario() -> None:
+        watcher = asyncio.create_task(policy.watch())
+        publish_damaged(store, damage)  # v000002
+        assert await wait_for(lambda: policy.active.source == "fallback"), policy.active
+        assert not watcher.done()
+        publish(store)  # v000003
+        assert await wait_for(lambda: policy.active.version == "v000003"), policy.active
+        assert not watcher.done()
+        watcher.cancel()
+
+    asyncio.run(scenario())
+    assert (policy.active.source, policy.active.profile.name) == ("policy", "gnn")
+    assert failures(metrics) == {reason: 1.0}
+
+
+def test_a_bug_while_loading_falls_back_and_is_logged_with_its_traceback(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def build(resolved: Any, ctx: Any) -> Any:
+        if resolved.learned:
+            raise RuntimeError("a bug")
+        return profiles.build(resolved, ctx)
+
+    monkeypatch.setattr(policy_module, "build", build)
+    with caplog.at_level(logging.ERROR, logger="scheduler.k8s.policy"):
+        policy, metrics = manager(None)
+    assert (policy.active.source, policy.active.profile.name) == ("fallback", "fgd")
+    assert "RuntimeError('a bug')" in policy.active.detail
+    assert failures(metrics) == {"error": 1.0}
+    [record] = [r for r in caplog.records if r.exc_info]
+    assert "not loaded, fgd schedules instead" in record.getMessage()
+
+
+def test_the_reload_loop_survives_a_bug_and_says_so_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = PolicyStore(tmp_path / "policies")
+    publish(store)
+    policy, metrics = manager(None, policy_store=store.root)
+    real_choose, calls = policy_module.choose_checkpoint, []
+
+    def choose(*args: Any) -> Any:
+        calls.append(args)
+        if len(calls) <= 5:
+            raise RuntimeError("a bug")
+        return real_choose(*args)
+
+    monkeypatch.setattr(policy_module, "choose_checkpoint", choose)
+    publish(store)
+    with caplog.at_level(logging.ERROR, logger="scheduler.k8s.policy"):
+        asyncio.run(reload_until(policy, "v000002"))
+    assert (policy.active.source, policy.active.version) == ("policy", "v000002")
+    assert len([r for r in caplog.records if r.exc_info]) == 1
+    assert failures(metrics) == {"error": 1.0}
 
 
 # ---- policy_store: the versions the trainer publishes -------------------------------

@@ -114,8 +114,8 @@ def _rehash(folder: Path) -> None:
         pytest.param(
             _edit_manifest(model={"kind": "transformer"}),
             MANIFEST_FILE,
-            "model",
-            "kind",
+            "model.kind",
+            "'transformer'",
             id="an unknown kind",
         ),
         pytest.param(
