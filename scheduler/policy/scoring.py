@@ -11,7 +11,16 @@ from scheduler.state.cluster_state import IntArray
 
 def integer_scores(values: npt.NDArray[np.float32]) -> IntArray:
     """0..100 with 100 exactly for the best value (ties included), so the profile's
-    first-node tie break picks the scorer's own argmax."""
+    first-node tie break picks the scorer's own argmax. Values that are not finite
+    (finite weights can still overflow) are put just past the finite ones, a NaN and
+    -inf below, +inf above, in float64: a NaN became the int64 minimum and an infinity
+    left every other node's score NaN."""
+    finite = np.isfinite(values)
+    if not finite.all():
+        known = values[finite].astype(np.float64)
+        lo, hi = (float(known.min()), float(known.max())) if known.size else (0.0, 0.0)
+        span = max(hi - lo, 1.0)
+        values = np.nan_to_num(values.astype(np.float64), nan=lo - span, posinf=hi + span, neginf=lo - span)
     top, low = float(values.max()), float(values.min())
     if top == low:
         return np.full(values.size, MAX_NODE_SCORE, np.int64)

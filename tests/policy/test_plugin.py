@@ -219,6 +219,10 @@ def test_the_profile_refuses_a_bad_checkpoint(tmp_path: Path) -> None:
         pytest.param([1.0, 3.0, 2.0], [0, 100, 49], id="the best gets 100, the rest scale below"),
         pytest.param([2.0, 5.0, 5.0], [0, 100, 100], id="ties for the best both get 100"),
         pytest.param([4.0, 4.0], [100, 100], id="all equal: all 100"),
+        pytest.param([1.0, float("nan"), 3.0], [49, 0, 100], id="NaN is the worst"),
+        pytest.param([1.0, float("inf"), 3.0], [0, 100, 49], id="+inf is the best, the rest scale below"),
+        pytest.param([float("-inf"), 1.0, 3.0], [0, 49, 100], id="-inf ranks below every finite value"),
+        pytest.param([float("nan"), float("nan")], [100, 100], id="all NaN: all equal"),
     ],
 )
 def test_integer_scores_keep_the_choice(values: list[float], expected: list[int]) -> None:
