@@ -69,5 +69,5 @@ CMD ["trainer", "--shared-dir", "/var/lib/rl-scheduler"]
 # The last stage is what a plain `docker build .` makes: the scheduler.
 FROM runtime AS scheduler
 COPY --from=scheduler-venv /opt/rl-scheduler /opt/rl-scheduler
-EXPOSE 10260
+EXPOSE 10259
 CMD ["run"]

@@ -156,7 +156,12 @@ class SchedulerUnderTest:
     def start(self, context: RunContext) -> int:
         self.context = context
         self.log_path = context.workdir / f"{self.scheduler_name}.log"
-        environment = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        environment = {
+            **os.environ,
+            "PYTHONUNBUFFERED": "1",
+            # rl-scheduler's /metrics open on 127.0.0.1, as kube-scheduler's here (below).
+            "RL_SCHEDULER_SERVING__ALWAYS_ALLOW_PATHS": '["/healthz", "/readyz", "/livez", "/metrics"]',
+        }
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 self.command(context), stdout=log, stderr=subprocess.STDOUT, env=environment, cwd=REPO
@@ -305,7 +310,10 @@ class RlScheduler(SchedulerUnderTest):
 
     def scrape(self) -> str:
         assert self.context is not None
-        return _get(f"http://127.0.0.1:{self.context.port}/metrics")
+        insecure = ssl.create_default_context()
+        insecure.check_hostname = False
+        insecure.verify_mode = ssl.CERT_NONE  # its self-signed serving certificate
+        return _get(f"https://127.0.0.1:{self.context.port}/metrics", insecure)
 
     def latency(self, bound: int, timeout_s: float = 15.0) -> Latency:
         result = super().latency(bound, timeout_s)

@@ -41,7 +41,9 @@ def register(commands: Any) -> None:
     parser.add_argument(
         "--policy-store", type=Path, help="folder of policy versions the trainer publishes (its current one)"
     )
-    parser.add_argument("--metrics-address", help="host:port for /metrics, /healthz, /readyz [0.0.0.0:10260]")
+    parser.add_argument(
+        "--metrics-address", help="host:port for /metrics, /healthz, /readyz (HTTPS) [0.0.0.0:10259]"
+    )
     parser.add_argument("--qps", type=number(float, POSITIVE), help="API requests per second [50]")
     parser.add_argument("--burst", type=number(int, COUNT), help="API request burst [100]")
     parser.add_argument("--no-leader-elect", action="store_true", help="schedule without taking the Lease")

@@ -1,16 +1,15 @@
 """``/metrics`` (Prometheus), ``/healthz`` (the process is alive: answering, and not
-stuck at start) and ``/readyz`` (caches synced and a profile loaded) on one address.
+stuck at start) and ``/readyz`` (caches synced and a profile loaded) on one address:
+what each request is answered.
 
-Served by a small HTTP/1.1 server on the event loop (``asyncio.start_server``): GET and
-HEAD of those three paths, keep-alive, nothing else. It was aiohttp's web server,
-whose import (0.3-0.5 s on the 2-core machine) came before the first bind of every
-start; the three answers need none of it.
+Served by a small HTTP/1.1 server on the event loop (``scheduler.k8s.serving``: TLS,
+delegated authentication, bounded connections): GET and HEAD of those paths,
+keep-alive, nothing else. It was aiohttp's web server, whose import (0.3-0.5 s on the
+2-core machine) came before the first bind of every start; the answers need none of it.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,12 +20,13 @@ from scheduler.k8s.metrics import Metrics
 
 Probe = Callable[[], tuple[bool, str]]
 # A request's line and headers may not be longer (Prometheus' and a kubelet's are
-# < 1 KiB); a connection idle this long between requests is closed.
+# < 1 KiB, a service account token ~1 KiB).
 MAX_HEAD_BYTES = 16 * 1024
-IDLE_S = 60.0
 REASONS = {
     200: "OK",
     400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
     404: "Not Found",
     405: "Method Not Allowed",
     503: "Service Unavailable",
@@ -84,30 +84,42 @@ def build_routes(metrics: Metrics, ready: Probe, healthy: Probe) -> dict[str, Ro
     }
 
 
-def respond(request_head: bytes, routes: dict[str, Route]) -> tuple[bytes, bool]:
-    """The bytes to send for one request's head, and whether to keep the connection."""
-    lines = request_head.decode("latin-1").split("\r\n")
+@dataclass(frozen=True)
+class Request:
+    method: str
+    path: str  # without the query
+    headers: dict[str, str]  # names in lower case, values as sent (a token is case-sensitive)
+    keep_alive: bool
+
+
+def parse_request(head: bytes) -> Request | Answer:
+    """A request's line and headers; a 400 answer (the connection then closes) for
+    what is not an HTTP/1.x request without a body."""
+    lines = head.decode("latin-1").split("\r\n")
     parts = lines[0].split(" ")
     if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-        return encode(Answer(400, b"bad request line"), head_only=False, keep_alive=False), False
+        return Answer(400, b"bad request line")
     method, target, version = parts
     headers = {}
     for line in lines[1:]:
         name, sep, value = line.partition(":")
         if sep:
-            headers[name.strip().lower()] = value.strip().lower()
-    connection = headers.get("connection", "")
+            headers[name.strip().lower()] = value.strip()
+    connection = headers.get("connection", "").lower()
     keep_alive = connection != "close" if version == "HTTP/1.1" else connection == "keep-alive"
     if "content-length" in headers or "transfer-encoding" in headers:
-        return encode(Answer(400, b"no request body expected"), False, keep_alive=False), False
-    route = routes.get(target.split("?", 1)[0])
-    if method not in ("GET", "HEAD"):
-        answer = Answer(405, b"GET or HEAD")
-    elif route is None:
-        answer = Answer(404, b"not found")
-    else:
-        answer = route()
-    return encode(answer, head_only=method == "HEAD", keep_alive=keep_alive), keep_alive
+        return Answer(400, b"no request body expected")
+    return Request(method, target.split("?", 1)[0], headers, keep_alive)
+
+
+def route(request: Request, routes: dict[str, Route]) -> Answer:
+    """The answer to a request that may be served."""
+    found = routes.get(request.path)
+    if request.method not in ("GET", "HEAD"):
+        return Answer(405, b"GET or HEAD")
+    if found is None:
+        return Answer(404, b"not found")
+    return found()
 
 
 def encode(answer: Answer, head_only: bool, keep_alive: bool) -> bytes:
@@ -118,35 +130,3 @@ def encode(answer: Answer, head_only: bool, keep_alive: bool) -> bytes:
         f"Connection: {'keep-alive' if keep_alive else 'close'}\r\n\r\n"
     ).encode("latin-1")
     return head if head_only else head + answer.body
-
-
-async def serve_connection(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, routes: dict[str, Route]
-) -> None:
-    try:
-        keep_alive = True
-        while keep_alive:
-            try:
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), IDLE_S)
-            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
-                return
-            reply, keep_alive = respond(head[:-4], routes)
-            writer.write(reply)
-            await writer.drain()
-    except (ConnectionError, OSError):
-        return
-    finally:
-        writer.close()
-        with contextlib.suppress(ConnectionError, OSError):
-            await writer.wait_closed()
-
-
-async def serve(routes: dict[str, Route], address: str) -> asyncio.Server:
-    """Listen on ``host:port`` (``0.0.0.0:10260``; an empty host is every address)."""
-    host, _, port = address.rpartition(":")
-    host = host.strip("[]")  # [::]:10260
-
-    async def on_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await serve_connection(reader, writer, routes)
-
-    return await asyncio.start_server(on_connection, host or None, int(port), limit=MAX_HEAD_BYTES)

@@ -32,15 +32,17 @@ from typing import TYPE_CHECKING, Any
 
 from scheduler.k8s import paths
 from scheduler.k8s.api import KubeApi
+from scheduler.k8s.delegated_auth import delegated_auth
 from scheduler.k8s.first_listing import FirstListing
 from scheduler.k8s.gauges import refresh_gauges
 from scheduler.k8s.heap import freeze_start_heap
-from scheduler.k8s.http import StartupDeadline, build_routes, serve
+from scheduler.k8s.http import StartupDeadline, build_routes
 from scheduler.k8s.leader import LeaderElector
 from scheduler.k8s.metrics import Metrics
 from scheduler.k8s.policy import PolicyManager, TypicalWorkload
 from scheduler.k8s.reads import WORKER_PREFIX
 from scheduler.k8s.runtime import SchedulerRuntime
+from scheduler.k8s.serving import serve_securely
 from scheduler.k8s.settings import Settings
 from scheduler.k8s.startup import sync_until_served
 from scheduler.k8s.volume_events import VOLUME_KINDS
@@ -103,7 +105,12 @@ async def run(
         return True, f"ok ({policy.active.source}: {policy.active.profile.name})"
 
     startup = StartupDeadline(settings.startup_timeout_s, runtime.synced.is_set)
-    web_server = await serve(build_routes(metrics, ready, startup.check), settings.metrics_address)
+    web_server = await serve_securely(
+        build_routes(metrics, ready, startup.check),
+        settings.metrics_address,
+        settings.serving,
+        delegated_auth(api.api_client, api.timeout, settings.serving.always_allow_paths),
+    )
 
     def on_leadership(leading: bool) -> None:
         metrics.is_leader.set(1 if leading else 0)

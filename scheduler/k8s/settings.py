@@ -9,7 +9,8 @@ environment variables (the environment wins), validated at start.
     weights: {NodeResourcesFit: 2}  # score weights of the profile's plugins, by name
     profiles: []                  # more profiles (schedulerNames), as KubeSchedulerConfiguration's
     client: {qps: 50, burst: 100, connect_timeout_s: 5, read_timeout_s: 60}
-    metrics_address: 0.0.0.0:10260
+    metrics_address: 0.0.0.0:10259  # HTTPS; /metrics needs a token allowed to get it
+    serving: {tls_cert_file: null, tls_key_file: null, max_connections: 256}
     startup_timeout_s: 120        # /healthz fails while caches are not synced after this
     leader_election: {enabled: true, namespace: kube-system}
 
@@ -87,6 +88,36 @@ class ClientSettings(BaseModel):
     )
 
 
+class ServingSettings(BaseModel):
+    """The port of /metrics, /healthz and /readyz (``scheduler.k8s.serving``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tls_cert_file: Path | None = Field(
+        None, description="serving certificate (PEM); a self-signed one is made at start when unset"
+    )
+    tls_key_file: Path | None = Field(None, description="its private key (PEM)")
+    always_allow_paths: list[str] = Field(
+        default_factory=lambda: ["/healthz", "/readyz", "/livez"],
+        description="paths served without authentication (kube-scheduler's "
+        "--authorization-always-allow-paths); the rest need a token allowed to get them",
+    )
+    max_connections: int = Field(
+        256, ge=1, le=65536, description="open connections; past it the one idle longest is closed"
+    )
+    read_timeout_s: float = Field(
+        10.0, gt=0, description="seconds for the TLS handshake and each request's head"
+    )
+    write_timeout_s: float = Field(10.0, gt=0, description="seconds for an answer to be taken by the client")
+    idle_timeout_s: float = Field(60.0, gt=0, description="a kept connection without a request is closed")
+
+    @model_validator(mode="after")
+    def _pair(self) -> ServingSettings:
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ValueError("tls_cert_file and tls_key_file go together")
+        return self
+
+
 class LeaderElectionSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -148,7 +179,10 @@ class Settings(BaseSettings):
     typical_pods_window: int = Field(
         5000, ge=0, description="recent pod arrivals FGD's typical pods follow; 0: fixed"
     )
-    metrics_address: str = Field("0.0.0.0:10260", description="host:port of /metrics, /healthz and /readyz")
+    metrics_address: str = Field(
+        "0.0.0.0:10259", description="host:port of /metrics, /healthz and /readyz (HTTPS, as kube-scheduler)"
+    )
+    serving: ServingSettings = Field(default_factory=ServingSettings)
     startup_timeout_s: float = Field(
         120.0, gt=0, description="/healthz fails when the caches have not synced this long after start"
     )

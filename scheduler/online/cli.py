@@ -18,6 +18,7 @@ from scheduler.plugins.profiles import profile_names
 
 DEFAULT_SHARED = Path("/var/lib/rl-scheduler")
 SHARED_HELP = "volume shared with the scheduler"
+SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 
 
 def register(commands: Any) -> None:
@@ -54,7 +55,15 @@ def register(commands: Any) -> None:
         help="heuristic the candidate must also beat",
     )
     trainer.add_argument(
-        "--scheduler-metrics", default="http://127.0.0.1:10260/metrics", help="the scheduler's, for rollbacks"
+        "--scheduler-metrics",
+        default="https://127.0.0.1:10259/metrics",
+        help="the scheduler's, for rollbacks (on the loopback, its certificate is not verified)",
+    )
+    trainer.add_argument(
+        "--scheduler-metrics-token-file",
+        type=Path,
+        default=SERVICE_ACCOUNT_TOKEN,
+        help="bearer token sent to the scheduler's /metrics (read at each scrape; none if absent)",
     )
     trainer.add_argument(
         "--rollback-after",
@@ -63,8 +72,15 @@ def register(commands: Any) -> None:
         help="seconds to watch a promotion",
     )
     trainer.add_argument(
-        "--metrics-port", type=number(int, PORT), default=10261, help="port of the trainer's /metrics"
+        "--metrics-port",
+        type=number(int, PORT),
+        default=10261,
+        help="port of the trainer's /metrics (HTTPS; a token allowed to get /metrics, as the scheduler's)",
     )
+    trainer.add_argument(
+        "--tls-cert-file", type=existing_file, help="serving certificate (PEM); self-signed when unset"
+    )
+    trainer.add_argument("--tls-private-key-file", type=existing_file, help="its private key (PEM)")
     trainer.add_argument("--once", action="store_true", help="run one round and exit")
     trainer.set_defaults(handler=run_trainer)
 
@@ -80,19 +96,55 @@ def register(commands: Any) -> None:
     submit.set_defaults(handler=submit_candidate)
 
 
-def _nodes_from_api(kubeconfig: Path | None) -> Any:
+def _api_client(kubeconfig: Path | None) -> Any:
     from kubernetes import client  # noqa: PLC0415 - the trainer alone needs the API client
     from kubernetes.config import ConfigException  # noqa: PLC0415
 
     from scheduler.k8s.credentials import kubeconfig_problem, load_client_config  # noqa: PLC0415
     from scheduler.k8s.settings import ClientSettings  # noqa: PLC0415
-    from scheduler.objects.node_manifest import node_from_manifest  # noqa: PLC0415
 
     try:
         configuration = load_client_config(ClientSettings(kubeconfig=kubeconfig))
     except ConfigException as error:
         raise CommandLineError("trainer", "--kubeconfig", kubeconfig_problem(kubeconfig, error)) from None
-    core = client.CoreV1Api(client.ApiClient(configuration))
+    return client.ApiClient(configuration)
+
+
+def _metrics_server(api_client: Any, args: argparse.Namespace) -> Any:
+    """Serves a registry as the scheduler serves its port: HTTPS, /metrics to a token
+    allowed to get it (delegated to the API server), /healthz open."""
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest  # noqa: PLC0415
+
+    from scheduler.k8s.delegated_auth import delegated_auth  # noqa: PLC0415
+    from scheduler.k8s.http import Answer  # noqa: PLC0415
+    from scheduler.k8s.serving import serve_in_thread  # noqa: PLC0415
+    from scheduler.k8s.settings import ClientSettings, ServingSettings  # noqa: PLC0415
+
+    if (args.tls_cert_file is None) != (args.tls_private_key_file is None):
+        raise CommandLineError("trainer", "--tls-cert-file", "needs --tls-private-key-file, and the reverse")
+    client_settings = ClientSettings()
+    timeout = (client_settings.connect_timeout_s, client_settings.read_timeout_s)
+    serving = ServingSettings(tls_cert_file=args.tls_cert_file, tls_key_file=args.tls_private_key_file)
+
+    def serve(registry: Any) -> None:
+        routes = {
+            "/metrics": lambda: Answer(200, generate_latest(registry), CONTENT_TYPE_LATEST),
+            "/healthz": lambda: Answer(200, b"ok"),
+        }
+        auth = delegated_auth(api_client, timeout, serving.always_allow_paths)
+        serve_in_thread(routes, f"0.0.0.0:{args.metrics_port}", serving, auth)
+
+    return serve
+
+
+def _nodes_from_api(api_client: Any) -> Any:
+    """The nodes, listed (the trainer's account may list nodes and nothing else of the
+    cluster: the chart's rbac.yaml; another call here needs a rule there)."""
+    from kubernetes import client  # noqa: PLC0415 - the trainer alone needs the API client
+
+    from scheduler.objects.node_manifest import node_from_manifest  # noqa: PLC0415
+
+    core = client.CoreV1Api(api_client)
 
     def list_nodes() -> list[Node]:
         response: Any = core.list_node(_preload_content=False)
@@ -121,14 +173,16 @@ def run_trainer(args: argparse.Namespace) -> int:
         fallback_profile=args.fallback_profile,
         tuning=TuningArgs(generations=args.generations, pairs=args.pairs),
         scheduler_metrics_url=args.scheduler_metrics,
+        scheduler_metrics_token_file=args.scheduler_metrics_token_file,
         rollback_after_s=args.rollback_after,
     )
-    trainer = Trainer(config, _nodes_from_api(args.kubeconfig))
+    api_client = _api_client(args.kubeconfig)
+    trainer = Trainer(config, _nodes_from_api(api_client))
     if args.once:
         verdict = trainer.round(int(time.time()))
         print(verdict.describe() if verdict else "not enough new arrivals for a round")
         return 0
-    trainer.run_forever(args.metrics_port)
+    trainer.run_forever(_metrics_server(api_client, args))
     return 0
 
 

@@ -16,14 +16,17 @@ from __future__ import annotations
 
 import logging
 import shutil
+import ssl
 import time
+import urllib.parse
 import urllib.request
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler.errors import SchedulerInputError
@@ -53,7 +56,11 @@ class TrainerConfig:
     margin: float = 0.2
     fallback_profile: str = "fgd"
     tuning: TuningArgs = field(default_factory=TuningArgs)
-    scheduler_metrics_url: str = "http://127.0.0.1:10260/metrics"
+    # The scheduler's HTTPS port in the same pod: its self-signed certificate is not
+    # verified on the loopback; the pod's service account token is sent (read at each
+    # scrape: it rotates), and the scheduler lets it get /metrics (the chart's RBAC).
+    scheduler_metrics_url: str = "https://127.0.0.1:10259/metrics"
+    scheduler_metrics_token_file: Path | None = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
     rollback_after_s: float = 300.0
     rollback_failure_rate_margin: float = 0.05
     rollback_fragmentation_margin: float = 0.05
@@ -270,7 +277,10 @@ class Trainer:
     def live_counters(self) -> LiveCounters | None:
         """The scheduler's attempts, failed attempts and GPU fragmentation, from its /metrics."""
         try:
-            with urllib.request.urlopen(self.config.scheduler_metrics_url, timeout=5) as response:
+            request, context = scheduler_request(
+                self.config.scheduler_metrics_url, self.config.scheduler_metrics_token_file
+            )
+            with urllib.request.urlopen(request, timeout=5, context=context) as response:
                 text = response.read().decode()
         except OSError:
             return None
@@ -320,8 +330,10 @@ class Trainer:
             if now is not None:
                 self.previous_counters = now
 
-    def run_forever(self, metrics_port: int) -> None:
-        start_http_server(metrics_port, registry=self.metrics.registry)
+    def run_forever(self, serve_metrics: Callable[[CollectorRegistry], None]) -> None:
+        """Rounds forever; ``serve_metrics`` starts serving the registry (the CLI's:
+        HTTPS with delegated authentication, as the scheduler's port)."""
+        serve_metrics(self.metrics.registry)
         seed = 0
         while True:
             try:
@@ -330,3 +342,23 @@ class Trainer:
                 log.exception("trainer round failed")
             seed += 1
             time.sleep(self.config.interval_s)
+
+
+LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
+
+
+def scheduler_request(
+    url: str, token_file: Path | None
+) -> tuple[urllib.request.Request, ssl.SSLContext | None]:
+    """A GET of the scheduler's metrics with the token in ``token_file`` (when it
+    exists), and the TLS context: unverified on the loopback (the scheduler's
+    self-signed certificate, in the same pod), the system's trust elsewhere."""
+    request = urllib.request.Request(url)
+    if token_file is not None and token_file.is_file():
+        request.add_header("Authorization", f"Bearer {token_file.read_text().strip()}")
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme != "https":
+        return request, None
+    if parts.hostname in LOOPBACK:
+        return request, ssl._create_unverified_context()
+    return request, ssl.create_default_context()

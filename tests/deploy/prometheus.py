@@ -79,13 +79,29 @@ def _ready(url: str) -> bool:
     return False
 
 
+def scrape_config(endpoint: dict[str, Any], token_file: Path) -> dict[str, Any]:
+    """What prometheus-operator makes of a ServiceMonitor endpoint's scheme, TLS and
+    bearer token (the token file is Prometheus' service account token in a cluster;
+    ``token_file`` here)."""
+    config: dict[str, Any] = {"scheme": endpoint.get("scheme", "http"), "metrics_path": endpoint["path"]}
+    tls = endpoint.get("tlsConfig") or {}
+    if tls:
+        config["tls_config"] = {"insecure_skip_verify": bool(tls.get("insecureSkipVerify", False))}
+    if endpoint.get("bearerTokenFile"):
+        config["authorization"] = {"type": "Bearer", "credentials_file": str(token_file)}
+    return config
+
+
 @contextlib.contextmanager
-def running_prometheus(targets: list[str], folder: Path) -> Iterator[Prometheus]:
+def running_prometheus(
+    targets: list[str], folder: Path, scrape: dict[str, Any] | None = None
+) -> Iterator[Prometheus]:
     """Scrapes ``targets`` (host:port) under one job, as the chart's Service exposes the
-    scheduler's and the trainer's ports together."""
+    scheduler's and the trainer's ports together, with ``scrape`` (``scrape_config``)."""
+    job = {"job_name": JOB, "static_configs": [{"targets": targets}], **(scrape or {})}
     config = {
         "global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": SCRAPE_INTERVAL},
-        "scrape_configs": [{"job_name": JOB, "static_configs": [{"targets": targets}]}],
+        "scrape_configs": [job],
     }
     (folder / "prometheus.yml").write_text(yaml.safe_dump(config))
     port = free_port()

@@ -160,7 +160,8 @@ def test_the_settings_file_is_one_the_operator_accepts(
     # the Role may update exactly that Lease
     role = only(docs, "Role", "-leader-election")
     assert [r.get("resourceNames") for r in role["rules"]] == [None, [name]]
-    assert settings.metrics_address == "0.0.0.0:10260"
+    assert settings.metrics_address == "0.0.0.0:10259"
+    assert settings.serving.tls_cert_file is None  # self-signed unless metrics.tls.secretName
     trainer = bool(values.get("trainer.enabled", False))
     assert settings.profile == values.get("settings.profile", "fgd-reserve")
     # None (trainer off): the policy shipped in the image, and no experience log
@@ -173,10 +174,12 @@ def test_defaults_render_the_documented_objects(helm: Path) -> None:
     assert kinds(render(helm)) == sorted(
         [
             "ClusterRole",
+            "ClusterRole",  # metrics-reader: who may get /metrics
             "ClusterRoleBinding",
             "ConfigMap",  # settings
             "ConfigMap",  # dashboard
             "Deployment",
+            "NetworkPolicy",  # only the metrics port comes in
             "PodDisruptionBudget",
             "Role",
             "RoleBinding",
@@ -221,8 +224,15 @@ def test_every_container_is_hardened_and_shares_the_volume(helm: Path) -> None:
         assert context["privileged"] is False
         assert context["capabilities"] == {"drop": ["ALL"]}
         mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
-        # the only writable places: /tmp and the shared volume
-        assert mounts == {"/etc/rl-scheduler": "settings", "/tmp": "tmp", SHARED: "shared"}
+        # the only writable places: /tmp and the shared volume; each container its own
+        # account's token (tests/deploy/test_chart_identity.py)
+        token = {"scheduler": "kube-api-access", "trainer": "trainer-token"}[container["name"]]
+        assert mounts == {
+            "/etc/rl-scheduler": "settings",
+            "/tmp": "tmp",
+            SHARED: "shared",
+            "/var/run/secrets/kubernetes.io/serviceaccount": token,
+        }
         env = {e["name"]: e for e in container["env"]}
         assert env["HOME"]["value"].startswith("/tmp")
         assert env["MPLCONFIGDIR"]["value"].startswith("/tmp")
@@ -230,13 +240,18 @@ def test_every_container_is_hardened_and_shares_the_volume(helm: Path) -> None:
         assert namespace == {"fieldPath": "metadata.namespace"}
     scheduler = pod["containers"][0]
     assert scheduler["args"] == ["run", "--config", "/etc/rl-scheduler/settings.yaml"]
-    assert scheduler["ports"] == [{"name": "metrics", "containerPort": 10260, "protocol": "TCP"}]
-    assert scheduler["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert scheduler["ports"] == [{"name": "metrics", "containerPort": 10259, "protocol": "TCP"}]
+    for probe, path in (
+        ("startupProbe", "/healthz"),
+        ("livenessProbe", "/healthz"),
+        ("readinessProbe", "/readyz"),
+    ):
+        assert scheduler[probe]["httpGet"] == {"path": path, "port": "metrics", "scheme": "HTTPS"}
 
 
 def test_rbac_is_what_the_scheduler_calls_and_no_more(helm: Path) -> None:
     docs = render(helm)
-    rules = only(docs, "ClusterRole")["rules"]
+    rules = only(docs, "ClusterRole", "rl-scheduler")["rules"]
     granted = {
         (group, resource, verb)
         for rule in rules
@@ -273,6 +288,9 @@ def test_rbac_is_what_the_scheduler_calls_and_no_more(helm: Path) -> None:
         ("storage.k8s.io", "csinodes", "watch"),
         ("scheduling.x-k8s.io", "podgroups", "list"),  # gangs, as Coscheduling reads them
         ("scheduling.x-k8s.io", "podgroups", "watch"),
+        # /metrics behind delegated auth, as kube-scheduler's
+        ("authentication.k8s.io", "tokenreviews", "create"),
+        ("authorization.k8s.io", "subjectaccessreviews", "create"),
     }
     assert not any("resourceNames" in rule for rule in rules)
     role = only(docs, "Role", "-leader-election")
@@ -286,7 +304,7 @@ def test_rbac_is_what_the_scheduler_calls_and_no_more(helm: Path) -> None:
             "verbs": ["get", "update"],
         },
     ]
-    for binding in (only(docs, "ClusterRoleBinding"), only(docs, "RoleBinding")):
+    for binding in (only(docs, "ClusterRoleBinding", "rl-scheduler"), only(docs, "RoleBinding")):
         assert binding["subjects"] == [
             {"kind": "ServiceAccount", "name": "rl-scheduler", "namespace": "rl-scheduler"}
         ]
@@ -325,3 +343,53 @@ def test_the_dashboard_configmap_is_the_same_in_the_chart_and_deploy(helm: Path)
     assert from_chart["data"] == in_deploy["data"]
     moved = render(helm, {"dashboards.namespace": "monitoring"}, "--show-only", "templates/dashboard.yaml")
     assert moved[0]["metadata"]["namespace"] == "monitoring"
+
+
+def test_metrics_are_served_over_https_to_allowed_readers_only(helm: Path) -> None:
+    prometheus = {"kind": "ServiceAccount", "name": "prometheus", "namespace": "monitoring"}
+    docs = render(helm, {**EVERYTHING, "metrics.readers": [prometheus]})
+    monitor = only(docs, "ServiceMonitor")
+    for endpoint in monitor["spec"]["endpoints"]:
+        assert endpoint["scheme"] == "https"
+        assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+        assert endpoint["tlsConfig"] == {"insecureSkipVerify": True}  # the self-signed default
+    reader = only(docs, "ClusterRole", "-metrics-reader")
+    assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    binding = only(docs, "ClusterRoleBinding", "-metrics-reader")
+    assert binding["roleRef"]["name"] == reader["metadata"]["name"]
+    # the reader given, and the trainer's account: it reads the scheduler's /metrics
+    assert binding["subjects"] == [
+        prometheus,
+        {"kind": "ServiceAccount", "name": "rl-scheduler-trainer", "namespace": "rl-scheduler"},
+    ]
+    policy = only(docs, "NetworkPolicy")["spec"]
+    assert policy["policyTypes"] == ["Ingress"]
+    assert policy["ingress"] == [
+        {"ports": [{"port": "metrics", "protocol": "TCP"}, {"port": "trainer-metrics", "protocol": "TCP"}]}
+    ]
+    pod = only(docs, "Deployment")["spec"]["template"]["spec"]
+    assert pod["containers"][1]["args"][-2:] == ["--scheduler-metrics", "https://127.0.0.1:10259/metrics"]
+
+
+def test_a_mounted_certificate_serves_both_ports(helm: Path) -> None:
+    docs = render(helm, {**EVERYTHING, "metrics.tls.secretName": "rl-scheduler-tls"})
+    settings = Settings(**yaml.safe_load(only(docs, "ConfigMap", "rl-scheduler")["data"]["settings.yaml"]))
+    assert settings.serving.tls_cert_file == Path("/etc/rl-scheduler/tls/tls.crt")
+    assert settings.serving.tls_key_file == Path("/etc/rl-scheduler/tls/tls.key")
+    pod = only(docs, "Deployment")["spec"]["template"]["spec"]
+    volume = {v["name"]: v for v in pod["volumes"]}["serving-tls"]
+    assert volume["secret"]["secretName"] == "rl-scheduler-tls"
+    for container in pod["containers"]:
+        assert {"name": "serving-tls", "mountPath": "/etc/rl-scheduler/tls", "readOnly": True} in container[
+            "volumeMounts"
+        ]
+    assert "--tls-cert-file" in pod["containers"][1]["args"]
+
+
+def test_the_network_policy_admits_the_configured_peers_only(helm: Path) -> None:
+    peers = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    docs = render(helm, {"networkPolicy.metricsFrom": [peers]})
+    assert only(docs, "NetworkPolicy")["spec"]["ingress"] == [
+        {"ports": [{"port": "metrics", "protocol": "TCP"}], "from": [peers]}
+    ]
+    assert "NetworkPolicy" not in kinds(render(helm, {"networkPolicy.enabled": False}))

@@ -131,9 +131,11 @@ def test_installing_the_chart_creates_every_object(
     # kubectl names each object group-qualified (deployment.apps/rl-chart)
     names = sorted(re.sub(r"^([a-z]+)\.[^/]*/", r"\1/", line) for line in found.stdout.split())
     assert names == expected
+    # secret: the trainer's token (serviceaccount.yaml); networkpolicy: networkpolicy.yaml
     assert {n.split("/")[0] for n in names} == {
-        "clusterrole", "clusterrolebinding", "configmap", "deployment", "persistentvolumeclaim",
-        "poddisruptionbudget", "role", "rolebinding", "service", "serviceaccount", "servicemonitor",
+        "clusterrole", "clusterrolebinding", "configmap", "deployment", "networkpolicy",
+        "persistentvolumeclaim", "poddisruptionbudget", "role", "rolebinding", "secret", "service",
+        "serviceaccount", "servicemonitor",
     }  # fmt: skip
 
     # The ReplicaSet's pods got past Pod Security admission (restricted) in the namespace.
@@ -157,7 +159,7 @@ def identity(
 
 
 def test_the_scheduler_runs_on_the_charts_rbac(
-    core: client.CoreV1Api, identity: Path, tmp_path: Path
+    dev_cluster: Any, core: client.CoreV1Api, identity: Path, tmp_path: Path
 ) -> None:
     settings = core.read_namespaced_config_map(FULLNAME, NAMESPACE).data["settings.yaml"]
     (tmp_path / "settings.yaml").write_text(settings)
@@ -165,7 +167,10 @@ def test_the_scheduler_runs_on_the_charts_rbac(
     ensure_namespace(core, namespace)
     env = {"RL_SCHEDULER_LEADER_ELECTION__NAMESPACE": NAMESPACE}  # the downward API's value in the pod
     args = ("--config", str(tmp_path / "settings.yaml"))
-    with running_scheduler(identity, SCHEDULER, tmp_path, *args, env=env) as scheduler:
+    admin = dev_cluster.kubeconfig
+    with running_scheduler(
+        identity, SCHEDULER, tmp_path, *args, env=env, admin_kubeconfig=admin
+    ) as scheduler:
         pods = [pod(f"cpu-{i}", namespace, SCHEDULER) for i in range(8)]
         pods.append(pod("gpu-whole", namespace, SCHEDULER, gpus=1))
         pods.append(pod("gpu-share", namespace, SCHEDULER, gpus=1, gpu_percent=50))
@@ -253,6 +258,8 @@ def test_requests_outside_the_rbac_are_refused(core: client.CoreV1Api, identity:
         ("storage.k8s.io", "storageclasses", "", "list"), ("storage.k8s.io", "storageclasses", "", "watch"),
         ("storage.k8s.io", "csinodes", "", "list"), ("storage.k8s.io", "csinodes", "", "watch"),
         ("scheduling.x-k8s.io", "podgroups", "", "list"), ("scheduling.x-k8s.io", "podgroups", "", "watch"),
+        ("authentication.k8s.io", "tokenreviews", "", "create"),
+        ("authorization.k8s.io", "subjectaccessreviews", "", "create"),
     }  # fmt: skip
     leader_election = {
         ("coordination.k8s.io", "leases", "", "create"),

@@ -13,11 +13,14 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from dashboard.generate import CHART_JSON
+from devcluster import kube
 from scheduler.policy.checkpoint import load_checkpoint, save_checkpoint
+from tests.deploy.chart import only, render
 from tests.deploy.cluster import mixed_cluster
-from tests.deploy.prometheus import Prometheus, running_prometheus, substitute, wait_scraped
+from tests.deploy.prometheus import Prometheus, running_prometheus, scrape_config, substitute, wait_scraped
 from tests.e2e.support import (
     SchedulerProcess,
     create_pods,
@@ -25,6 +28,7 @@ from tests.e2e.support import (
     ensure_namespace,
     running_scheduler,
     running_trainer,
+    service_account_token,
     submit_candidate,
     trainer_metric,
     wait_for,
@@ -86,13 +90,43 @@ def submit_a_worse_candidate(shared: Path, folder: Path) -> None:
     submit_candidate(shared, worse)
 
 
+def chart_scrape(helm: Path, kubeconfig: Path, folder: Path) -> dict[str, Any]:
+    """The scrape the chart's ServiceMonitor asks of Prometheus (HTTPS, its service
+    account token, the self-signed certificate accepted), with the token of a
+    ServiceAccount bound to the chart's metrics-reader ClusterRole."""
+    docs = render(helm, {"metrics.serviceMonitor.enabled": True})
+    (endpoint,) = only(docs, "ServiceMonitor")["spec"]["endpoints"]
+    reader = only(docs, "ClusterRole", "-metrics-reader")
+    rbac = client.RbacAuthorizationV1Api(kube.api_client(kubeconfig))
+    reader["metadata"] = {"name": "rl-dashboard-metrics-reader"}
+    with contextlib.suppress(ApiException):  # made by an earlier run
+        rbac.create_cluster_role(reader)
+    token = service_account_token(kubeconfig, "default", "rl-dashboard-prometheus", allowed_metrics=False)
+    binding = {
+        "metadata": {"name": "rl-dashboard-prometheus"},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "rl-dashboard-metrics-reader",
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": "rl-dashboard-prometheus", "namespace": "default"}],
+    }
+    with contextlib.suppress(ApiException):
+        rbac.create_cluster_role_binding(binding)
+    token_file = folder / "prometheus-token"
+    token_file.write_text(token)
+    return scrape_config(endpoint, token_file)
+
+
 def test_every_dashboard_query_returns_data(
-    dev_cluster: Any, scheduler: SchedulerProcess, trainer: int, shared: Path, tmp_path: Path
+    dev_cluster: Any, scheduler: SchedulerProcess, trainer: int, shared: Path, tmp_path: Path, helm: Path
 ) -> None:
     core: client.CoreV1Api = dev_cluster.core_v1()
     ensure_namespace(core, NAMESPACE)
     targets = [f"127.0.0.1:{scheduler.port}", f"127.0.0.1:{trainer}"]
-    with running_prometheus(targets, tmp_path) as prometheus:
+    scrape = chart_scrape(helm, dev_cluster.kubeconfig, tmp_path)
+    assert scrape["scheme"] == "https"
+    with running_prometheus(targets, tmp_path, scrape) as prometheus:
         wait_scraped(prometheus, 'up{job="rl-scheduler"} == 1')
         # Two waves: a labelled counter appears at its first increment, and rate() sees
         # an increase only between two scrapes of it, so the second wave must come after

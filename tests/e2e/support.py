@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -50,6 +52,9 @@ class SchedulerProcess:
     env: Mapping[str, str] = field(default_factory=dict)
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
+    # Who makes the /metrics reader's token: an administrator (the scheduler's own
+    # identity may be the chart's, which cannot request tokens); ``kubeconfig`` if None.
+    admin_kubeconfig: Path | None = None
 
     def start(self) -> SchedulerProcess:
         command = [
@@ -76,14 +81,14 @@ class SchedulerProcess:
         return self
 
     def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+        return f"https://127.0.0.1:{self.port}{path}"
 
-    def get(self, path: str) -> tuple[int, str]:
-        try:
-            with urllib.request.urlopen(self.url(path), timeout=5) as response:
-                return int(response.status), response.read().decode()
-        except urllib.error.HTTPError as error:
-            return int(error.code), error.read().decode()
+    def get(self, path: str, token: str | None = None) -> tuple[int, str]:
+        """GET over HTTPS (the self-signed certificate unverified, as a kubelet's probe);
+        /metrics with a token allowed to get it unless ``token`` is given ("" for none)."""
+        if token is None and path.startswith("/metrics"):
+            token = metrics_token(self.admin_kubeconfig or self.kubeconfig)
+        return https_get(self.url(path), token)
 
     def wait_ready(self, timeout_s: float = 90) -> None:
         deadline = time.monotonic() + timeout_s
@@ -130,11 +135,65 @@ class SchedulerProcess:
                 self.process.wait()
 
 
+def https_get(url: str, token: str | None = None) -> tuple[int, str]:
+    request = urllib.request.Request(url)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=5, context=UNVERIFIED) as response:
+            return int(response.status), response.read().decode()
+    except urllib.error.HTTPError as error:
+        return int(error.code), error.read().decode()
+
+
+UNVERIFIED = ssl._create_unverified_context()
+METRICS_READER = "rl-metrics-reader"
+
+
+@functools.cache
+def metrics_token(kubeconfig: Path) -> str:
+    """A token of the ServiceAccount default/rl-metrics-reader, which a ClusterRole lets
+    get /metrics (as Prometheus' account is let in a cluster)."""
+    return service_account_token(kubeconfig, "default", METRICS_READER, allowed_metrics=True)
+
+
+def service_account_token(kubeconfig: Path, namespace: str, name: str, *, allowed_metrics: bool) -> str:
+    """A one-hour token (TokenRequest) of a ServiceAccount made here; bound to a
+    ClusterRole with nonResourceURLs /metrics get when ``allowed_metrics``."""
+    api = kube.api_client(kubeconfig)
+    core = client.CoreV1Api(api)
+    rbac = client.RbacAuthorizationV1Api(api)
+    with contextlib.suppress(ApiException):
+        core.create_namespaced_service_account(namespace, {"metadata": {"name": name}})
+    if allowed_metrics:
+        role = {"metadata": {"name": name}, "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]}
+        binding = {
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+        }
+        with contextlib.suppress(ApiException):
+            rbac.create_cluster_role(role)
+        with contextlib.suppress(ApiException):
+            rbac.create_cluster_role_binding(binding)
+    request = {"spec": {"expirationSeconds": 3600}}
+    answer = core.create_namespaced_service_account_token(name, namespace, request)
+    return str(answer.status.token)
+
+
 @contextlib.contextmanager
 def running_scheduler(
-    kubeconfig: Path, name: str, log_dir: Path, *args: str, env: Mapping[str, str] | None = None
+    kubeconfig: Path,
+    name: str,
+    log_dir: Path,
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    admin_kubeconfig: Path | None = None,
 ) -> Iterator[SchedulerProcess]:
-    scheduler = SchedulerProcess(name, kubeconfig, log_dir / f"{name}-{time.time_ns()}.log", args, env or {})
+    log_path = log_dir / f"{name}-{time.time_ns()}.log"
+    scheduler = SchedulerProcess(
+        name, kubeconfig, log_path, args, env or {}, admin_kubeconfig=admin_kubeconfig
+    )
     scheduler.start()
     try:
         scheduler.wait_ready()
@@ -253,10 +312,13 @@ def running_trainer(
         str(port),
         "--scheduler-metrics",
         scheduler.url("/metrics"),
+        "--scheduler-metrics-token-file",
+        str(token_file(log.parent, metrics_token(kubeconfig))),
         *args,
     ]
     with log.open("ab") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+    TRAINER_KUBECONFIG[port] = kubeconfig
     try:
         yield port
     finally:
@@ -264,12 +326,24 @@ def running_trainer(
         process.wait(timeout=30)
 
 
+# The kubeconfig each running trainer was started with, by its metrics port.
+TRAINER_KUBECONFIG: dict[int, Path] = {}
+
+
+def token_file(folder: Path, token: str) -> Path:
+    path = folder / f"token-{time.time_ns()}"
+    path.write_text(token)
+    path.chmod(0o600)
+    return path
+
+
 def trainer_metric(port: int, name: str) -> float:
     """Sum of a trainer metric's samples (0 while the trainer is not serving)."""
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-            text = response.read().decode()
+        status, text = https_get(f"https://127.0.0.1:{port}/metrics", metrics_token(TRAINER_KUBECONFIG[port]))
     except OSError:
+        return 0.0
+    if status != 200:
         return 0.0
     return sum(
         float(line.rsplit(" ", 1)[1])

@@ -1,6 +1,7 @@
 """``/metrics``, ``/healthz`` and ``/readyz`` over the scheduler's small HTTP/1.1
 server: what each request is answered, and keep-alive, against the real server on a
-local port (urllib, as a kubelet's probe or Prometheus would ask)."""
+local port (http.client, as a kubelet's probe or Prometheus would ask; plain HTTP and
+no authentication here: tests/k8s/test_serving.py has those)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import http.client
 import pytest
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from scheduler.k8s.http import Answer, build_routes, respond, serve
+from scheduler.k8s.http import Answer, build_routes, encode, parse_request, route
 from scheduler.k8s.metrics import Metrics
+from scheduler.k8s.serving import serve
 
 ROUTES = {
     "/healthz": lambda: Answer(200, b"ok"),
@@ -41,7 +43,10 @@ ROUTES = {
     ],
 )
 def test_each_request_gets_its_answer(head: bytes, status: int, body: bytes | None, keep_alive: bool) -> None:
-    reply, keep = respond(head, ROUTES)
+    request = parse_request(head)
+    answer = request if isinstance(request, Answer) else route(request, ROUTES)
+    keep = not isinstance(request, Answer) and request.keep_alive
+    reply = encode(answer, head_only=head.startswith(b"HEAD"), keep_alive=keep)
     status_line, _, rest = reply.partition(b"\r\n")
     headers, _, sent = rest.partition(b"\r\n\r\n")
     assert status_line.split(b" ")[1] == str(status).encode()
@@ -53,6 +58,14 @@ def test_each_request_gets_its_answer(head: bytes, status: int, body: bytes | No
         assert b"Content-Length: 2" in headers
 
 
+def test_header_values_keep_their_case() -> None:
+    """A bearer token is case-sensitive; the Connection header is not."""
+    request = parse_request(b"GET /metrics HTTP/1.1\r\nAuthorization: Bearer AbC\r\nConnection: Close")
+    assert not isinstance(request, Answer)
+    assert request.headers["authorization"] == "Bearer AbC"
+    assert request.keep_alive is False
+
+
 def test_the_server_answers_probes_and_metrics_on_one_kept_connection() -> None:
     metrics = Metrics()
     metrics.is_leader.set(1)
@@ -62,7 +75,7 @@ def test_the_server_answers_probes_and_metrics_on_one_kept_connection() -> None:
         routes = build_routes(
             metrics, lambda: (ready["now"], "ok" if ready["now"] else "caches not synced"), lambda: (True, "")
         )
-        server = await serve(routes, "127.0.0.1:0")
+        server = await serve(routes, "127.0.0.1:0", ssl_context=None, auth=None)
         port = server.sockets[0].getsockname()[1]
 
         def ask() -> list[tuple[int, str, bytes]]:

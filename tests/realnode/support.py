@@ -7,7 +7,6 @@ import json
 import re
 import subprocess
 import time
-import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from devcluster import kube
 from devcluster.binaries import Binaries
 from devcluster.realnode import host
 from tests.deploy.chart import CHART, set_flags
+from tests.e2e.support import https_get, metrics_token
 
 
 @dataclass(frozen=True)
@@ -98,10 +98,12 @@ def is_ready(pod: Any) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in (pod.status.conditions or []))
 
 
-def pod_metrics(pod: Any, port: int = 10260) -> str:
-    """The pod's /metrics, read over the pod network (the host routes to the bridge)."""
-    with urllib.request.urlopen(f"http://{pod.status.pod_ip}:{port}/metrics", timeout=5) as response:
-        return str(response.read().decode())
+def pod_metrics(pod: Any, kubeconfig: Path, port: int = 10259) -> str:
+    """The pod's /metrics, read over the pod network (the host routes to the bridge):
+    HTTPS, with the token of a ServiceAccount allowed to get /metrics."""
+    status, text = https_get(f"https://{pod.status.pod_ip}:{port}/metrics", metrics_token(kubeconfig))
+    assert status == 200, f"/metrics answered {status}: {text[:300]}"
+    return text
 
 
 def metric_value(text: str, name: str, labels: Mapping[str, str]) -> float | None:

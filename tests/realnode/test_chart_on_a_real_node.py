@@ -42,7 +42,7 @@ def test_the_default_profile_and_the_shipped_learned_policy_schedule_from_the_fi
     real_cluster: RealCluster, core: client.CoreV1Api, release: str
 ) -> None:
     pod = the_scheduler(core, release)
-    metrics = pod_metrics(pod)
+    metrics = pod_metrics(pod, real_cluster.kubeconfig)
     heuristic = {"profile": "fgd-reserve", "source": "policy", "version": "heuristic"}
     assert metric_value(metrics, "rl_scheduler_policy_info", heuristic) == 1.0
     learned = {"profile": "gnn", "source": "policy", "version": "shipped"}

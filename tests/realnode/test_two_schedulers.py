@@ -148,7 +148,7 @@ def test_both_schedulers_fill_one_node_and_the_kubelet_refusals_are_counted_and_
             return any(e.reason == "RejectedByNode" and node in (e.message or "") for e in events)
 
         wait_for(reported, 30, f"a RejectedByNode event on {item.metadata.name}")
-    metrics = pod_metrics(the_scheduler)
+    metrics = pod_metrics(the_scheduler, real_cluster.kubeconfig)
     refused = sum(
         metric_value(metrics, "rl_scheduler_node_rejections_total", {"reason": reason}) or 0.0
         for reason in {p.status.reason for p in ours}

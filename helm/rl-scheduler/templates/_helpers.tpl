@@ -36,6 +36,16 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 {{- end }}
 
+{{- /* The trainer's own identity (never the scheduler's, never the namespace's default). */}}
+{{- define "rl-scheduler.trainerServiceAccountName" -}}
+{{- default (printf "%s-trainer" (include "rl-scheduler.fullname" .)) .Values.trainer.serviceAccount.name }}
+{{- end }}
+
+{{- /* Where a container finds its API token, as the kubelet's automount puts it. */}}
+{{- define "rl-scheduler.tokenPath" -}}
+/var/run/secrets/kubernetes.io/serviceaccount
+{{- end }}
+
 {{- define "rl-scheduler.image" -}}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
 {{- end }}
@@ -43,6 +53,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "rl-scheduler.trainerImage" -}}
 {{- printf "%s:%s" .Values.trainer.image.repository (.Values.trainer.image.tag | default .Chart.AppVersion) }}
 {{- end }}
+
+{{/* Where metrics.tls.secretName is mounted (tls.crt, tls.key), in both containers. */}}
+{{- define "rl-scheduler.tlsPath" -}}/etc/rl-scheduler/tls{{- end }}
 
 {{/* The shared volume's mount point, in both containers. */}}
 {{- define "rl-scheduler.sharedPath" -}}/var/lib/rl-scheduler{{- end }}
@@ -72,6 +85,12 @@ the trainer marks current in its policy store (the shipped policy until there is
 {{- end }}
 {{- $_ := set $settings "scheduler_name" .Values.schedulerName }}
 {{- $_ := set $settings "metrics_address" (printf "0.0.0.0:%d" (int .Values.metrics.port)) }}
+{{- if .Values.metrics.tls.secretName }}
+{{- $serving := deepCopy ($settings.serving | default dict) }}
+{{- $_ := set $serving "tls_cert_file" (printf "%s/tls.crt" (include "rl-scheduler.tlsPath" .)) }}
+{{- $_ := set $serving "tls_key_file" (printf "%s/tls.key" (include "rl-scheduler.tlsPath" .)) }}
+{{- $_ := set $settings "serving" $serving }}
+{{- end }}
 {{- $_ := set $settings "leader_election" (dict
   "enabled" .Values.leaderElection.enabled
   "name" .Values.schedulerName

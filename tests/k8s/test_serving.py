@@ -1,0 +1,214 @@
+"""The serving port on a local socket: HTTPS with the self-signed or a mounted
+certificate, 401/403/200 by delegated authentication (the API server is a table here,
+a real one in tests/e2e/test_serving.py), and what one client can hold: 2,000 idle
+connections leave /healthz answered, a silent connection and an unread answer are
+closed after their timeouts."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import http.client
+import resource
+import socket
+import ssl
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scheduler.k8s.delegated_auth import DelegatedAuth
+from scheduler.k8s.http import Answer, Route, build_routes
+from scheduler.k8s.metrics import Metrics
+from scheduler.k8s.serving import Server, raise_open_files_limit, serve
+from scheduler.k8s.serving_tls import TlsError, self_signed, server_context
+from scheduler.k8s.settings import ServingSettings
+from scheduler.online.trainer import scheduler_request
+from tests.k8s.test_delegated_auth import FakeApiServer
+
+UNVERIFIED = ssl._create_unverified_context()  # a probe's and insecureSkipVerify's TLS
+
+
+def get(
+    port: int, path: str, token: str | None = None, tls: ssl.SSLContext | None = UNVERIFIED
+) -> tuple[int, bytes]:
+    if tls is None:
+        connection: http.client.HTTPConnection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    else:
+        connection = http.client.HTTPSConnection("127.0.0.1", port, timeout=10, context=tls)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        connection.request("GET", path, headers=headers)
+        answer = connection.getresponse()
+        return answer.status, answer.read()
+    finally:
+        connection.close()
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    routes: dict[str, Route], limits: ServingSettings, ssl_context: ssl.SSLContext | None = None
+) -> AsyncIterator[tuple[int, Server]]:
+    server = Server(routes, ssl_context or server_context(), DelegatedAuth(FakeApiServer().review), limits)
+    listening = await asyncio.start_server(server.on_connection, "127.0.0.1", 0, backlog=4096)
+    try:
+        yield listening.sockets[0].getsockname()[1], server
+    finally:
+        listening.close()
+        await listening.wait_closed()
+
+
+def in_thread(function: Callable[..., Any], *args: Any) -> Any:
+    return asyncio.to_thread(function, *args)
+
+
+def routes() -> dict[str, Route]:
+    metrics = Metrics()
+    metrics.is_leader.set(1)
+    return build_routes(metrics, lambda: (True, "ok"), lambda: (True, "ok"))
+
+
+def test_https_with_delegated_authentication() -> None:
+    async def main() -> list[tuple[int, bytes]]:
+        async with serving(routes(), ServingSettings()) as (port, _):
+            return [
+                await in_thread(get, port, "/healthz"),
+                await in_thread(get, port, "/readyz"),
+                await in_thread(get, port, "/metrics"),
+                await in_thread(get, port, "/metrics", "forged"),
+                await in_thread(get, port, "/metrics", "stranger-token"),
+                await in_thread(get, port, "/metrics", "reader-token"),
+                await in_thread(get, port, "/nowhere"),
+            ]
+
+    seen = asyncio.run(main())
+    assert [status for status, _ in seen] == [200, 200, 401, 401, 403, 200, 401]
+    assert b"\nrl_scheduler_leader 1.0\n" in seen[5][1]
+
+
+def test_plain_http_to_the_https_port_gets_nothing() -> None:
+    async def main() -> None:
+        async with serving(routes(), ServingSettings()) as (port, _):
+            with pytest.raises((http.client.HTTPException, OSError)):
+                await in_thread(get, port, "/healthz", None, None)
+
+    asyncio.run(main())
+
+
+def test_a_mounted_certificate_is_served_and_verifies(tmp_path: Path) -> None:
+    certificate, key = self_signed("rl-scheduler.example")
+    (tmp_path / "tls.crt").write_bytes(certificate)
+    (tmp_path / "tls.key").write_bytes(key)
+    verifying = ssl.create_default_context(cafile=str(tmp_path / "tls.crt"))  # 127.0.0.1 is in its names
+
+    async def main() -> tuple[int, bytes]:
+        context = server_context(tmp_path / "tls.crt", tmp_path / "tls.key")
+        async with serving(routes(), ServingSettings(), context) as (port, _):
+            return await in_thread(get, port, "/healthz", None, verifying)
+
+    assert asyncio.run(main()) == (200, b"ok")
+
+
+def test_a_certificate_that_does_not_load_is_named(tmp_path: Path) -> None:
+    certificate, _ = self_signed("a")
+    _, other_key = self_signed("b")
+    (tmp_path / "tls.crt").write_bytes(certificate)
+    (tmp_path / "tls.key").write_bytes(other_key)
+    with pytest.raises(TlsError, match=r"tls\.crt: tls_cert_file: cannot load"):
+        server_context(tmp_path / "tls.crt", tmp_path / "tls.key")
+
+
+def test_two_thousand_idle_connections_leave_the_probes_answered() -> None:
+    assert raise_open_files_limit() > 2000 + 256 + 100, "this test needs the open-files limit raised"
+    limits = ServingSettings(max_connections=256)
+
+    async def main() -> tuple[list[int], int]:
+        async with serving(routes(), limits) as (port, server):
+            idle = await in_thread(open_idle, port, 2000)
+            try:
+                statuses = [(await in_thread(get, port, "/healthz"))[0] for _ in range(5)]
+                statuses.append((await in_thread(get, port, "/metrics", "reader-token"))[0])
+                return statuses, len(server.table)
+            finally:
+                for sock in idle:
+                    sock.close()
+
+    statuses, open_connections = asyncio.run(main())
+    assert statuses == [200] * 6
+    assert open_connections <= 256
+
+
+def open_idle(port: int, count: int) -> list[socket.socket]:
+    """``count`` TCP connections to the port that never send a byte."""
+    opened = []
+    for _ in range(count):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        opened.append(sock)
+    return opened
+
+
+def test_a_silent_connection_is_closed_after_the_read_timeout() -> None:
+    limits = ServingSettings(read_timeout_s=0.3)
+
+    async def main() -> tuple[bytes, float]:
+        async with serving(routes(), limits) as (port, _):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            started = time.monotonic()
+            data = await asyncio.wait_for(reader.read(), 5)  # EOF when the server closes
+            writer.close()
+            return data, time.monotonic() - started
+
+    data, waited = asyncio.run(main())
+    assert data == b""
+    assert 0.2 < waited < 3
+
+
+def test_an_answer_the_client_does_not_read_is_dropped_after_the_write_timeout() -> None:
+    big = {"/healthz": lambda: Answer(200, b"x" * (64 << 20))}
+    limits = ServingSettings(write_timeout_s=0.3)
+
+    async def main() -> int:
+        async with serving(big, limits) as (port, server):
+            tls = await asyncio.to_thread(lambda: UNVERIFIED)
+            _, writer = await asyncio.open_connection("127.0.0.1", port, ssl=tls)
+            writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            await writer.drain()
+            await asyncio.sleep(2)  # never read: the server gives up on the answer
+            left = len(server.table)
+            writer.transport.abort()
+            return left
+
+    assert asyncio.run(main()) == 0
+
+
+def test_plain_serve_for_tests_has_no_tls_and_no_authentication() -> None:
+    async def main() -> tuple[int, bytes]:
+        server = await serve(routes(), "127.0.0.1:0", ssl_context=None, auth=None)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            return await in_thread(get, port, "/metrics", None, None)
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    assert asyncio.run(main())[0] == 200
+
+
+def test_the_open_files_limit_is_raised_to_the_hard_one() -> None:
+    raise_open_files_limit()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert soft == hard
+
+
+def test_the_trainer_sends_its_token_file_and_trusts_the_loopback(tmp_path: Path) -> None:
+    """The trainer reads the scheduler's metrics with the pod's token file."""
+    (tmp_path / "token").write_text("abc\n")
+    request, context = scheduler_request("https://127.0.0.1:10259/metrics", tmp_path / "token")
+    assert request.get_header("Authorization") == "Bearer abc"
+    assert context is not None
+    assert context.verify_mode.name == "CERT_NONE"  # the loopback: the self-signed certificate
+    _, remote = scheduler_request("https://rl-scheduler.example:10259/metrics", None)
+    assert remote is not None
+    assert remote.verify_mode.name == "CERT_REQUIRED"
