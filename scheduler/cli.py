@@ -38,7 +38,7 @@ LEARN = Extra(
 PLOTS = Extra("plots", ("matplotlib",), "matplotlib for its plots; pip install 'rl-scheduler[plots]'")
 OPERATOR = Extra(
     "operator",
-    ("kopf", "kubernetes", "prometheus_client", "aiohttp", "safetensors"),
+    ("kopf", "kubernetes", "prometheus_client", "safetensors", "cryptography"),
     "the scheduler's extras (kopf, kubernetes, safetensors); pip install 'rl-scheduler[operator]'",
 )
 STATS = Extra(
