@@ -58,10 +58,12 @@ images: real-node-deps
 	hack/images.sh $(IMAGES)
 
 # The dashboard JSON, its ConfigMap and the plain manifests in deploy/ are generated from
-# hack/dashboard and the chart: run this after changing either (a test checks).
+# hack/dashboard and the chart, the README's settings table from scheduler/k8s/settings.py:
+# run this after changing any of them (tests check).
 generate: setup
 	PYTHONPATH=hack $(BIN)/python -m dashboard
 	PYTHONPATH=hack $(BIN)/python -m manifests
+	PYTHONPATH=hack $(BIN)/python -m settings_table
 
 lint: setup
 	$(BIN)/ruff check .

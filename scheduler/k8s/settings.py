@@ -146,7 +146,7 @@ class Settings(BaseSettings):
         "rl-scheduler", min_length=1, description="pods opt in with this schedulerName"
     )
     # The best placement measured, at a cost close to FGD's: the learned policy (gnn) does not beat it
-    # on the trace replays (README, "The learned policy"), so it is not the default.
+    # on the trace replays (docs/evaluation.md, "The learned policy"), so it is not the default.
     profile: str = Field("fgd-reserve", description="score profile")
     fallback_profile: str = Field("fgd", description="heuristic used when the policy cannot be loaded")
     weights: dict[str, int] = Field(

@@ -10,7 +10,7 @@ the target network's soft or hard update, TensorBoard logging under ``charts/`` 
 GPUs of the pods that fail before the next decision.
 
 This is a baseline from the seed projects' algorithm family; the shipped profile's
-training is described in the README.
+training is described in docs/training.md.
 """
 
 from __future__ import annotations

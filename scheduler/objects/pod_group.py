@@ -4,7 +4,7 @@ belongs to by its label ``scheduling.x-k8s.io/pod-group``, in the pod's namespac
 Only ``spec.minMember`` decides what rl-scheduler does: no member binds until that
 many of the group's pods (those already placed count) can be placed at once.
 ``spec.scheduleTimeoutSeconds`` is read and checked; rl-scheduler holds no place
-between scheduling cycles, so there is nothing for it to time out (README, "Gang
+between scheduling cycles, so there is nothing for it to time out (docs/scheduling.md, "Gang
 scheduling"). ``spec.minResources`` is Coscheduling's quick check of the cluster's
 total room before it tries members one by one; placing the members themselves is the
 exact check, so it adds nothing here and is not read.
