@@ -47,6 +47,8 @@ def decode_node_list(body: bytes) -> Listing:
         return _node_list(body, raw[0], raw[1])
     except IndexError:
         raise ProtobufError("truncated") from None
+    except UnicodeDecodeError as error:  # protobuf strings are UTF-8
+        raise ProtobufError(f"a string that is not UTF-8 at byte {error.start}") from None
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:

@@ -162,6 +162,11 @@ def test_every_item_in_order_and_an_empty_list() -> None:
         pytest.param(listing(node("a"), encoding="gzip"), "content encoding 'gzip'", id="encoded"),
         pytest.param(MAGIC + field(2, field(2, b"\x0f")), "wire type 7", id="an unknown wire type"),
         pytest.param(MAGIC + b"\x12" + b"\xff" * 11, "varint longer|truncated", id="an endless varint"),
+        pytest.param(
+            listing(node("zzzz")).replace(b"zzzz", b"\xff\xfe\xfd\xfc"),
+            "not UTF-8",
+            id="a name that is not UTF-8",
+        ),
     ],
 )
 def test_what_is_not_a_listing_is_a_clear_error(body: bytes, says: str) -> None:
