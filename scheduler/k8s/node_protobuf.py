@@ -47,8 +47,6 @@ def decode_node_list(body: bytes) -> Listing:
         return _node_list(body, raw[0], raw[1])
     except IndexError:
         raise ProtobufError("truncated") from None
-    except UnicodeDecodeError as error:  # protobuf strings are UTF-8
-        raise ProtobufError(f"a string that is not UTF-8 at byte {error.start}") from None
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -97,7 +95,9 @@ def _bounds(buf: bytes, pos: int, end: int) -> tuple[int, int]:
 
 
 def _text(buf: bytes, start: int, stop: int) -> str:
-    return buf[start:stop].decode()
+    """A string field as the API server's JSON gives it: Go's encoder replaces bytes that
+    are not UTF-8 with U+FFFD (a protobuf write can store them), and so does this."""
+    return buf[start:stop].decode(errors="replace")
 
 
 def _unknown(buf: bytes, pos: int, end: int) -> tuple[tuple[int, int], str]:
@@ -185,7 +185,7 @@ def _object_meta(buf: bytes, pos: int, end: int) -> dict[str, Any]:
         elif field == 12:
             _map_entry(buf, start, pos, annotations)
         elif field in OBJECT_META_STRINGS:
-            meta[OBJECT_META_STRINGS[field]] = buf[start:pos].decode()
+            meta[OBJECT_META_STRINGS[field]] = _text(buf, start, pos)
     if labels:
         meta["labels"] = labels
     if annotations:
@@ -204,7 +204,7 @@ def _map_entry(buf: bytes, pos: int, end: int, into: dict[str, str]) -> None:
             and buf[key_end + 1] < 0x80
             and key_end + 2 + buf[key_end + 1] == end
         ):
-            into[buf[pos + 2 : key_end].decode()] = buf[key_end + 2 : end].decode()
+            into[_text(buf, pos + 2, key_end)] = _text(buf, key_end + 2, end)
             return
     key = value = ""
     while pos < end:
@@ -312,7 +312,7 @@ def _short_quantity_entry(buf: bytes, start: int, stop: int, into: dict[str, str
     size = buf[key_end + 3]
     if size >= 0x80 or key_end + 4 + size != stop or buf[key_end + 1] != size + 2:
         return False
-    into[buf[start + 2 : key_end].decode()] = buf[key_end + 4 : stop].decode()
+    into[_text(buf, start + 2, key_end)] = _text(buf, key_end + 4, stop)
     return True
 
 

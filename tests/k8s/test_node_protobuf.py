@@ -162,13 +162,15 @@ def test_every_item_in_order_and_an_empty_list() -> None:
         pytest.param(listing(node("a"), encoding="gzip"), "content encoding 'gzip'", id="encoded"),
         pytest.param(MAGIC + field(2, field(2, b"\x0f")), "wire type 7", id="an unknown wire type"),
         pytest.param(MAGIC + b"\x12" + b"\xff" * 11, "varint longer|truncated", id="an endless varint"),
-        pytest.param(
-            listing(node("zzzz")).replace(b"zzzz", b"\xff\xfe\xfd\xfc"),
-            "not UTF-8",
-            id="a name that is not UTF-8",
-        ),
     ],
 )
 def test_what_is_not_a_listing_is_a_clear_error(body: bytes, says: str) -> None:
     with pytest.raises(ProtobufError, match=says):
         decode_node_list(body)
+
+
+def test_bytes_that_are_not_utf8_read_as_the_api_servers_json_gives_them() -> None:
+    """Go's JSON encoder replaces them with U+FFFD; a listing with one is not refused."""
+    body = listing(node("zzzz"), node("ok")).replace(b"zzzz", b"z\xffz\xfe")
+    items, _ = decode_node_list(body)
+    assert [item["metadata"]["name"] for item in items] == ["z\ufffdz\ufffd", "ok"]
