@@ -68,3 +68,16 @@ class DefaultPreemptionArgs(PluginArgs):
         if self.min_candidate_nodes_percentage == 0 and self.min_candidate_nodes_absolute == 0:
             raise ValueError("minCandidateNodesPercentage and minCandidateNodesAbsolute must not both be 0")
         return self
+
+
+class FgdReserveLifetimeArgs(PluginArgs):
+    """``FgdReserveLifetime``: points taken per doubling of 1 + what a placement keeps a
+    node from being whole free (``weight``; 0: FgdReserve itself), counted in the node's
+    GPU-hours or in node-hours (``blocked``: ``GPUHours`` spares big nodes first,
+    ``NodeHours`` counts every node alike), and the longest remaining lifetime believed
+    (``horizonHours``: a pod that never ends in a replay, or a model's long tail, counts
+    as this long)."""
+
+    weight: float = Field(10.0, ge=0.0, le=1000.0, allow_inf_nan=False)
+    blocked: Literal["GPUHours", "NodeHours"] = "GPUHours"
+    horizon_hours: float = Field(168.0, gt=0.0, le=8760.0, allow_inf_nan=False, alias="horizonHours")

@@ -11,6 +11,8 @@ of kube-scheduler's default plugins (``KUBE_DEFAULTS``).
 |                | that FGD-paper policy, among the nodes the pod prefers most       | first  |
 | fgd-reserve    | FGD with a CPU reserve per idle GPU, among the nodes the pod      | first  |
 |                | prefers most (the chart's default)                                |        |
+| fgd-reserve-   | fgd-reserve's score minus a lifetime-alignment penalty (the        | first  |
+| lifetime       | profile context's lifetimes; none known: fgd-reserve exactly)      |        |
 | gnn            | the learned policy, among the nodes the pod prefers most          | first  |
 
 "The nodes the pod prefers most": the policy presets keep kube's preference scores
@@ -89,5 +91,6 @@ PRESETS: Mapping[str, Mapping[str, Any]] = {
     "best-fit": _policy("BestFit"),
     "fgd": _policy("FGD"),
     "fgd-reserve": _policy("FgdReserve"),
+    "fgd-reserve-lifetime": _policy("FgdReserveLifetime"),
     "gnn": _policy("GnnScore"),
 }

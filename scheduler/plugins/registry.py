@@ -28,6 +28,7 @@ import numpy as np
 
 from scheduler.plugins.args import (
     DefaultPreemptionArgs,
+    FgdReserveLifetimeArgs,
     InterPodAffinityArgs,
     NodeResourcesFitArgs,
     PluginArgs,
@@ -45,6 +46,7 @@ from scheduler.plugins.filters.taint_toleration import TaintToleration
 from scheduler.plugins.filters.volume_binding import VolumeBinding
 from scheduler.plugins.filters.volume_restrictions import VolumeRestrictions
 from scheduler.plugins.filters.volume_zone import VolumeZone
+from scheduler.plugins.remaining_lifetimes import HiddenLifetimes, RemainingLifetimes
 from scheduler.plugins.scores.best_fit import BestFitScore
 from scheduler.plugins.scores.dot_prod import DotProdScore
 from scheduler.plugins.scores.fgd import FgdScore
@@ -71,6 +73,8 @@ class ProfileContext:
     typical_pods: TypicalPods | None = None
     # A learned policy's checkpoint (a folder with manifest.json); the shipped one if None.
     checkpoint: Path | None = None
+    # What the plugins may know of pods' remaining lifetimes (nothing unless told).
+    lifetimes: RemainingLifetimes = field(default_factory=HiddenLifetimes)
 
 
 # (validated args, context) -> the plugin object; or "module:function" of such a
@@ -165,6 +169,13 @@ _SPECS = (
     PluginSpec(
         "FgdReserve",
         score="scheduler.plugins.scores.fgd_reserve:reserve_score",
+        policy=True,
+        selects_gpus=True,
+    ),
+    PluginSpec(
+        "FgdReserveLifetime",
+        score="scheduler.plugins.scores.fgd_reserve_lifetime:lifetime_reserve_score",
+        args=FgdReserveLifetimeArgs,
         policy=True,
         selects_gpus=True,
     ),

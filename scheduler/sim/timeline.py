@@ -67,12 +67,14 @@ import numpy.typing as npt
 from scheduler.framework.plugin import CycleContext
 from scheduler.framework.profile import Profile, run_filters, schedule_pod
 from scheduler.objects.node import Node
+from scheduler.plugins.remaining_lifetimes import ResidentClock
 from scheduler.sim.catalog import DEFAULT_NODE_LIST
 from scheduler.sim.cluster_size import cluster_for_load, nested_sample
 from scheduler.sim.gorand import GoRand
 from scheduler.sim.offered_load import busy_from_index
-from scheduler.sim.replay import gpu_capacity_milli, node_priority_order, seeded_profile, trace_typical_pods
+from scheduler.sim.replay import gpu_capacity_milli, node_priority_order, trace_typical_pods
 from scheduler.sim.timed_workload import MIN_LIFETIME_S, TimedWorkload, lifetime_s, load_timed_workload
+from scheduler.sim.timeline_lifetimes import LifetimeSource, lifetime_profile, lifetime_source, spec_label
 from scheduler.sim.trace import TraceRow
 from scheduler.state.cluster_state import ClusterState
 
@@ -107,6 +109,15 @@ class TimelineSpec:
     compress_arrivals: bool = False  # the earlier mode: arrivals / k, lifetimes as they are
     time_scale: float = 1.0  # one clock: every time / time_scale (only units change)
     trace_end_s: float | None = None  # pods deleted at or after it are censored; None: the latest deletion
+    # What lifetime-aware plugins are told (``timeline_lifetimes``).
+    lifetimes: LifetimeSource = "hidden"
+    # The lifetime-aware plugins' args (``FgdReserveLifetime``'s: weight, blocked, ...).
+    lifetime_args: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def label(self) -> str:
+        """The policy as reports name it: with the lifetimes and args when set."""
+        return spec_label(self.policy, self.lifetimes, self.lifetime_args)
 
 
 @dataclass
@@ -180,8 +191,14 @@ class _Run:
         self.max_wait = spec.max_wait_s / clock.lifetimes
         self.state = ClusterState(node_priority_order(nodes, GoRand(spec.seed), 0))
         typical = trace_typical_pods([p.pod for p in self.pods])
+        # When each placed pod started, for what lifetime-aware plugins are told.
+        self.clock = ResidentClock()
+        keys = [p.pod.key for p in self.pods]
+        lifetimes = lifetime_source(spec.lifetimes, spec.trace, keys, self.lifetime, self.clock)
         self.profile: Profile
-        self.profile, self.rng = seeded_profile(spec.policy, spec.seed, typical, spec.checkpoint)
+        self.profile, self.rng = lifetime_profile(
+            spec.policy, spec.seed, typical, spec.checkpoint, lifetimes, spec.lifetime_args
+        )
         self.departures: list[tuple[float, int]] = []  # (time, pod index)
         self.pending: dict[int, None] = {}  # pod indices, FIFO (dicts keep insertion order)
         self.wait = np.full(len(self.pods), np.nan)
@@ -216,10 +233,12 @@ class _Run:
     def schedule(self, i: int, now: float) -> bool:
         """One full cycle for pod ``i``; places it if it fits."""
         pod = self.pods[i].pod
+        self.clock.advance(now)
         decision = schedule_pod(self.state, pod, self.profile, self.rng)
         if not decision.scheduled:
             return False
         self.state.place(pod, decision.node, decision.gpu_indices)
+        self.clock.start(pod.key)
         if decision.gpu_indices:
             self.allocated += int(self.gpu[i])
             self._use(self.state.node_index[decision.node], int(self.gpu[i]))
@@ -235,6 +254,7 @@ class _Run:
         while self.departures and self.departures[0][0] <= now:
             i = heapq.heappop(self.departures)[1]
             placement = self.state.remove(self.pods[i].pod.key)
+            self.clock.end(placement.pod.key)
             row = self.state.node_index[placement.node]
             if placement.gpu_indices:
                 self.allocated -= int(self.gpu[i])

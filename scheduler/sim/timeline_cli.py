@@ -36,6 +36,7 @@ from scheduler.sim.timeline import (
     cluster_and_clock,
     load_timed_workload,
 )
+from scheduler.sim.timeline_lifetimes import LIFETIME_SOURCES, resolve_with_args, uses_lifetimes
 from scheduler.sim.timeline_metrics import run_timeline
 
 # rl-scheduler's policy first (the paired differences are its), its teacher, FGD and
@@ -147,6 +148,23 @@ def register(commands: Any) -> None:
         help="the gnn policy's checkpoint (default: the one shipped)",
     )
     parser.add_argument(
+        "--lifetimes",
+        choices=LIFETIME_SOURCES,
+        default="hidden",
+        help="what lifetime-aware profiles (fgd-reserve-lifetime) are told of pods' remaining lifetimes: "
+        "nothing, the trace's own (oracle: the ceiling), or a lifetime model's median, cross-fitted so no "
+        "pod is forecast by a model fitted on it; other profiles ignore it",
+    )
+    parser.add_argument(
+        "--lifetime-arg",
+        action="append",
+        type=key_value,
+        default=[],
+        metavar="KEY=VALUE",
+        help="an arg of the lifetime-aware plugins, as in a profile's pluginConfig (weight=20, "
+        "blocked=NodeHours, horizonHours=72); repeatable",
+    )
+    parser.add_argument(
         "--workers", type=number(int, COUNT), default=os.cpu_count() or 1, help="parallel processes"
     )
     parser.add_argument(
@@ -238,6 +256,10 @@ def refuse_options_that_clash(args: argparse.Namespace) -> None:
         raise CommandLineError(
             "timeline", "--time-scale", "scales arrivals and lifetimes alike; not with --compress-arrivals"
         )
+    if args.lifetimes == "model" and args.time_scale != 1.0:
+        raise CommandLineError(
+            "timeline", "--lifetimes", "the model forecasts in the trace's seconds; not with --time-scale"
+        )
     if not args.compress_arrivals and args.load is not None and args.node_fraction is not None:
         raise CommandLineError(
             "timeline",
@@ -247,10 +269,31 @@ def refuse_options_that_clash(args: argparse.Namespace) -> None:
         )
 
 
+def key_value(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` (the value is validated with the plugin's args)."""
+    key, equals, value = text.partition("=")
+    if not equals or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value.strip()
+
+
+def lifetime_options(args: argparse.Namespace, policy: str) -> dict[str, Any]:
+    """``--lifetimes`` and ``--lifetime-arg`` for a policy that reads them (none
+    for the others, whose labels stay their names)."""
+    if not uses_lifetimes(policy):
+        return {}
+    try:
+        resolve_with_args(policy, args.lifetime_arg)
+    except SchedulerInputError as error:
+        raise CommandLineError("timeline", "--lifetime-arg", f"{error.field}: {error.problem}") from None
+    return {"lifetimes": args.lifetimes, "lifetime_args": tuple(args.lifetime_arg)}
+
+
 def timeline_specs(args: argparse.Namespace) -> tuple[list[TimelineSpec], str]:
     """The replays of a parsed command line, and the line that describes their load."""
     refuse_options_that_clash(args)
     policies = chosen_policies(args)
+    told = {p: lifetime_options(args, p) for p in policies}  # refused before the trace loads
     checkpoint = str(args.checkpoint) if args.checkpoint else None
     load = DEFAULT_LOAD if args.load is None else args.load
     common = {
@@ -264,7 +307,7 @@ def timeline_specs(args: argparse.Namespace) -> tuple[list[TimelineSpec], str]:
         fraction = COMPRESSED_NODE_FRACTION if args.node_fraction is None else args.node_fraction
         k, workload = compression(args.trace, args.nodes, load, fraction)
         specs = [
-            TimelineSpec(args.trace, p, s, compression=k, node_fraction=fraction, **common)
+            TimelineSpec(args.trace, p, s, compression=k, node_fraction=fraction, **common, **told[p])
             for p in policies
             for s in args.seeds
         ]
@@ -272,7 +315,15 @@ def timeline_specs(args: argparse.Namespace) -> tuple[list[TimelineSpec], str]:
         return specs, line
     workload = _workload(args.trace, args.nodes)
     specs = [
-        TimelineSpec(args.trace, p, s, node_fraction=args.node_fraction, time_scale=args.time_scale, **common)
+        TimelineSpec(
+            args.trace,
+            p,
+            s,
+            node_fraction=args.node_fraction,
+            time_scale=args.time_scale,
+            **common,
+            **told[p],
+        )
         for p in policies
         for s in args.seeds
     ]

@@ -103,7 +103,7 @@ def by_policy(results: Sequence[TimelineResult]) -> dict[str, list[TimelineResul
     """Results per policy (in the order policies first appear), each sorted by seed."""
     grouped: dict[str, list[TimelineResult]] = defaultdict(list)
     for result in results:
-        grouped[result.spec.policy].append(result)
+        grouped[result.spec.label].append(result)
     return {policy: sorted(runs, key=lambda r: r.spec.seed) for policy, runs in grouped.items()}
 
 
@@ -167,7 +167,7 @@ def summarise(results: Sequence[TimelineResult]) -> dict[str, Any]:
                     "gpus": r.capacity_milli // 1000,
                     "offered_load": r.offered_load,
                 }
-                for r in sorted(results, key=lambda r: (r.spec.seed, r.spec.policy))
+                for r in sorted(results, key=lambda r: (r.spec.seed, r.spec.label))
             },
         },
         "metric_definitions": DEFINITIONS,

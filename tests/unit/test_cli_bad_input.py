@@ -236,6 +236,34 @@ ROWS = [
         ["timeline", "--trace", "default", "--trace", "gpushare40"],  # one trace per command
         _line("timeline", "--trace", "given twice ('default', then 'gpushare40'); one trace per command"),
     ),
+    (
+        ["timeline", "--policy", "fgd-reserve-lifetime", "--lifetime-arg", "weight"],
+        _line("timeline", "--lifetime-arg", "expected KEY=VALUE, got 'weight'"),
+    ),
+    (
+        ["timeline", "--policy", "fgd-reserve-lifetime", "--lifetime-arg", "weight=-1"],
+        _line(
+            "timeline",
+            "--lifetime-arg",
+            "profile.pluginConfig[0].args.weight: Input should be greater than or equal to 0",
+        ),
+    ),
+    (
+        ["timeline", "--policy", "fgd-reserve-lifetime", "--lifetime-arg", "wieght=3"],
+        _line(
+            "timeline",
+            "--lifetime-arg",
+            "profile.pluginConfig[0].args.wieght: Extra inputs are not permitted",
+        ),
+    ),
+    (
+        ["timeline", "--lifetimes", "model", "--time-scale", "10"],
+        _line("timeline", "--lifetimes", "the model forecasts in the trace's seconds; not with --time-scale"),
+    ),
+    (
+        ["timeline", "--lifetimes", "crystal-ball"],
+        _line("timeline", "--lifetimes", "invalid choice: 'crystal-ball' (choose from"),
+    ),
     (["run", "--burst", "-1"], _line("run", "--burst", "must be at least 1, got -1")),
     (
         ["trainer", "--metrics-port", "70000"],
