@@ -219,7 +219,7 @@ class SchedulerCache:
             self._pending.pop(key, None)
             self.nominated.pop(key, None)
             return self._on_bound(key, node_name, manifest)
-        if (spec.get("schedulerName") or "default-scheduler") not in self.scheduler_names:
+        if not self.is_ours(spec):
             self._note_nomination(key, manifest)
             return PodEvent(PodChange.IGNORED, key)
         if self._is_assumed(key, manifest):
@@ -254,13 +254,20 @@ class SchedulerCache:
             return ""
         spec, status = manifest.get("spec") or {}, manifest.get("status") or {}
         reason = str(status.get("reason") or "")
-        ours = (spec.get("schedulerName") or "default-scheduler") in self.scheduler_names
-        if not ours or status.get("phase") != "Failed" or not reason.startswith(ADMISSION_SHORTAGE):
+        if (
+            not self.is_ours(spec)
+            or status.get("phase") != "Failed"
+            or not reason.startswith(ADMISSION_SHORTAGE)
+        ):
             return ""
         if key in self._rejected:
             return ""
         self._rejected.add(key)
         return reason
+
+    def is_ours(self, spec: Mapping[str, Any]) -> bool:
+        """The pod ``spec`` names one of this process's profiles (none: kube's default)."""
+        return (spec.get("schedulerName") or "default-scheduler") in self.scheduler_names
 
     def nominate(self, pod: Pod) -> None:
         """Remember (or, without a nominated node, forget) the pod's nomination."""

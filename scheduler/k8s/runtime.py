@@ -108,11 +108,7 @@ class SchedulerRuntime:
 
     def _pending_of_ours(self, manifest: Any) -> bool:
         spec = manifest.get("spec") if isinstance(manifest, Mapping) else None
-        return (
-            isinstance(spec, Mapping)
-            and not spec.get("nodeName")
-            and (spec.get("schedulerName") or "default-scheduler") in self.cache.scheduler_names
-        )
+        return isinstance(spec, Mapping) and not spec.get("nodeName") and self.cache.is_ours(spec)
 
     def on_node_event(self, event_type: str, manifest: Mapping[str, Any]) -> None:
         with skipping("node", manifest, self.skip_unreadable):
