@@ -50,6 +50,8 @@ class BindOutcome(Enum):
     POD_GONE = "pod-gone"  # deleted before we bound it
     CONFLICT = "conflict"  # already bound, or a new pod with the same name (UID differs)
     ERROR = "error"  # anything else; worth retrying after a backoff
+    # HAMi's node lock stayed with another pod too long: decided again, nothing wrong.
+    NODE_LOCKED = "node-locked"
 
 
 @dataclass(frozen=True)

@@ -10,13 +10,12 @@ from typing import Protocol
 from scheduler.framework.gang import place_gang, quorum_shortfall
 from scheduler.framework.profile import Decision, NodeNarrowing
 from scheduler.framework.status import unschedulable
+from scheduler.k8s.binding_cycle import BindingCycle
 from scheduler.k8s.cache import SchedulerCache
 from scheduler.k8s.gangs import GangIndex
 from scheduler.k8s.policy import ActiveProfile, PolicyManager
 from scheduler.k8s.queue import QueuedPod, SchedulingQueue
-from scheduler.k8s.volume_binder import VolumeBinder
 from scheduler.objects.pod import Pod
-from scheduler.volumes.binding import PodVolumes
 
 log = logging.getLogger(__name__)
 
@@ -32,13 +31,14 @@ class SchedulerSteps(Protocol):
     queue: SchedulingQueue
     cache: SchedulerCache
     policy: PolicyManager
-    volume_binder: VolumeBinder
 
     def decide(self, pod: Pod, active: ActiveProfile, narrow: NodeNarrowing | None = None) -> Decision: ...
 
     def observe_cycle(self, decision: Decision, started: float, active: ActiveProfile) -> None: ...
 
-    def assume(self, decision: Decision) -> tuple[PodVolumes, str | None]: ...
+    def assume(self, decision: Decision) -> BindingCycle: ...
+
+    def forget(self, cycle: BindingCycle) -> None: ...
 
     def accept(
         self,
@@ -46,8 +46,7 @@ class SchedulerSteps(Protocol):
         decision: Decision,
         started: float,
         active: ActiveProfile,
-        volumes: PodVolumes,
-        allocation: str | None,
+        cycle: BindingCycle,
     ) -> None: ...
 
     def reject(
@@ -87,7 +86,7 @@ def schedule_gang(runtime: SchedulerSteps, entry: QueuedPod, group_key: str, sta
         key: runtime.policy.profile_for(queued.pod.scheduler_name) or runtime.policy.active
         for key, queued in entries.items()
     }
-    held: dict[str, tuple[PodVolumes, str | None]] = {}
+    held: dict[str, BindingCycle] = {}
 
     def decide(member: Pod, narrow: NodeNarrowing | None) -> Decision:
         decision = runtime.decide(member, profiles[member.key], narrow)
@@ -98,15 +97,13 @@ def schedule_gang(runtime: SchedulerSteps, entry: QueuedPod, group_key: str, sta
         held[decision.pod.key] = runtime.assume(decision)
 
     def forget(decision: Decision) -> None:
-        volumes, _ = held.pop(decision.pod.key)
-        runtime.volume_binder.unreserve(volumes)
-        runtime.cache.forget(decision.pod.key)
+        runtime.forget(held.pop(decision.pod.key))
 
     ordered = [entries[key].pod for key in sorted(entries)]
     outcome = place_gang(state, group, ordered, placed_before, decide, assume, forget)
     for decision in outcome.placed:
         key = decision.pod.key
-        runtime.accept(entries[key], decision, started, profiles[key], *held[key])
+        runtime.accept(entries[key], decision, started, profiles[key], held[key])
     message = "" if outcome.quorum else outcome.rejection()
     if message:
         log.info("%s", message)

@@ -144,7 +144,8 @@ class Metrics:
         )
         self.bind_failures = Counter(
             "rl_scheduler_bind_failures_total",
-            "Binds that did not happen, by outcome (pod-gone, conflict, error; node-locked: "
+            "Binds that did not happen, by outcome (pod-gone, conflict, error; volume-binding: "
+            "PreBind failed; node-locked: "
             "another pod held the HAMi node lock too long).",
             ["outcome"],
             registry=r,

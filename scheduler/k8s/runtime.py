@@ -22,10 +22,12 @@ from scheduler.framework.profile import Decision, NodeNarrowing, Profile, schedu
 from scheduler.framework.status import Code
 from scheduler.k8s import paths
 from scheduler.k8s.api import BindOutcome, BindResult, KubeApi
+from scheduler.k8s.bind_plugins import DefaultBinder, HamiBinder, VolumeBindingStep
+from scheduler.k8s.binding_cycle import BindingCycle, BindingPlugins, PreBindError
 from scheduler.k8s.cache import PodChange, SchedulerCache, pod_key
 from scheduler.k8s.gang_cycle import GANG_PLUGIN, schedule_gang
 from scheduler.k8s.gangs import GangIndex, list_pod_groups
-from scheduler.k8s.hami import NodeLocker, NodeLocks, allocation_text, bind_under_lock
+from scheduler.k8s.hami import NodeLocker, NodeLocks
 from scheduler.k8s.heap import collector_paused
 from scheduler.k8s.metrics import Metrics, attempts_label
 from scheduler.k8s.policy import ActiveProfile, PolicyManager
@@ -34,12 +36,11 @@ from scheduler.k8s.queue import QueuedPod, QueueName, SchedulingQueue
 from scheduler.k8s.reporting import SCHEDULER_ERROR, Reporter
 from scheduler.k8s.settings import Settings
 from scheduler.k8s.unreadable import object_name, skipping
-from scheduler.k8s.volume_binder import VolumeBinder, VolumeBindError
+from scheduler.k8s.volume_binder import VolumeBinder
 from scheduler.k8s.volume_events import VolumeEvents, VolumeKind, list_volumes
 from scheduler.objects.pod import Pod
 from scheduler.objects.pod_group import pod_group_key
 from scheduler.online.experience import ExperienceLog
-from scheduler.volumes.binding import PodVolumes
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,13 @@ class SchedulerRuntime:
         self.locker = NodeLocker(api, known_pod=lambda key: key in self.cache.seen_pods)
         self.volume_events = VolumeEvents(self.cache.state.volumes)
         self.volume_binder = VolumeBinder(api, self.cache.state, lambda key: key in self.cache.seen_pods)
+        volumes = VolumeBindingStep(self.volume_binder)
+        hami = HamiBinder(self.cache.state, self.locker, self.node_locks)
+        self.binding = BindingPlugins(
+            reserve_plugins=(volumes, hami),
+            pre_bind_plugins=(volumes,),
+            bind_plugins=(hami, DefaultBinder(api)),
+        )
         self.preemptor = Preemptor(api, self.cache, policy.rng)
         self.gangs = GangIndex()
         self.experience: ExperienceLog | None = None
@@ -306,7 +314,7 @@ class SchedulerRuntime:
         decision = self.decide(pod, active)
         self.observe_cycle(decision, started, active)
         if decision.scheduled:
-            self.accept(entry, decision, started, active, *self.assume(decision))
+            self.accept(entry, decision, started, active, self.assume(decision))
             return
         self.reject(entry, decision, active, started)
 
@@ -315,17 +323,17 @@ class SchedulerRuntime:
         state, labels = self.cache.state, self.cache.namespace_labels
         return schedule_pod(state, pod, active.profile, self.policy.rng, labels, nominated, narrow)
 
-    def assume(self, decision: Decision) -> tuple[PodVolumes, str | None]:
-        """Place the pod in the cache before its bind; returns what the bind writes: the
-        volumes to bind and HAMi's allocation (on a node whose GPUs are shared)."""
+    def assume(self, decision: Decision) -> BindingCycle:
+        """Place the pod in the cache before its bind, then run the Reserve plugins;
+        returns the binding cycle with what they set aside for the bind."""
         pod = decision.pod
         self.cache.assume(pod, decision.node, decision.gpu_indices)
-        volumes = self.volume_binder.reserve(pod, decision.node_index)
-        allocation = None
-        if pod.gpu.count and self.cache.state.gpu_sharing[decision.node_index]:
-            # HAMi's device plugin allocates what the pod's annotations say.
-            allocation = allocation_text(pod, self.cache.state.placements[pod.key].gpu_use)
-        return volumes, allocation
+        return self.binding.reserve(pod, decision.node, decision.node_index)
+
+    def forget(self, cycle: BindingCycle) -> None:
+        """Undo ``assume``: the Unreserve plugins, then the cache's placement."""
+        self.binding.unreserve(cycle)
+        self.cache.forget(cycle.pod.key)
 
     def accept(
         self,
@@ -333,11 +341,10 @@ class SchedulerRuntime:
         decision: Decision,
         started: float,
         active: ActiveProfile,
-        volumes: PodVolumes,
-        allocation: str | None,
+        cycle: BindingCycle,
     ) -> None:
         self.metrics.decisions.labels(active.source).inc()
-        self.spawn(self._bind(entry, decision, started, allocation, volumes))
+        self.spawn(self._bind(entry, decision, started, cycle))
 
     def reject(
         self,
@@ -405,35 +412,22 @@ class SchedulerRuntime:
         self.queue.failed(entry.pod.key, frozenset({"SchedulerError"}), unschedulable=False)
         self.spawn(self.reporter.failed(entry.pod, message, reason=SCHEDULER_ERROR))
 
-    async def _bind(
-        self,
-        entry: QueuedPod,
-        decision: Decision,
-        started: float,
-        allocation: str | None,
-        volumes: PodVolumes | None = None,
-    ) -> None:
+    async def _bind(self, entry: QueuedPod, decision: Decision, started: float, cycle: BindingCycle) -> None:
+        """The binding cycle in the background: PreBind, then Bind; on a failure the
+        Reserve plugins give back what they set aside and the cache forgets the pod."""
         pod = entry.pod
         try:
-            if volumes is not None and not volumes.empty:
-                await self.volume_binder.pre_bind(pod, decision.node, volumes)
-        except VolumeBindError as error:
+            await self.binding.pre_bind(cycle)
+        except PreBindError as error:
             # kube-scheduler: a PreBind error, the pod decided again after a backoff.
-            self.cache.forget(pod.key)
-            self.metrics.bind_failures.labels("volume-binding").inc()
-            self.queue.failed(pod.key, frozenset({"VolumeBinding"}), unschedulable=False)
+            self.forget(cycle)
+            self.metrics.bind_failures.labels(error.failure).inc()
+            self.queue.failed(pod.key, frozenset({error.plugin}), unschedulable=False)
             self._wake.set()
             await self.reporter.failed(pod, str(error), reason=SCHEDULER_ERROR)
             return
         try:
-            if allocation is None:
-                result = await self.api.bind(pod, decision.node)
-            else:
-                waited = await bind_under_lock(self.locker, self.node_locks, pod, decision.node, allocation)
-                if waited is None:
-                    self._lock_wait_over(entry)
-                    return
-                result = waited
+            result = await self.binding.bind(cycle)
         except Exception as error:  # a bug or an unexpected client failure: never lose the pod
             log.exception("bind of %s failed unexpectedly", pod.key)
             result = BindResult(BindOutcome.ERROR, f"{type(error).__name__}: {error}")
@@ -449,7 +443,10 @@ class SchedulerRuntime:
             self._record(decision)
             await self.reporter.scheduled(pod, decision.node)
             return
-        self.cache.forget(pod.key)
+        self.forget(cycle)
+        if result.outcome is BindOutcome.NODE_LOCKED:
+            self._lock_wait_over(entry)
+            return
         self.metrics.bind_failures.labels(result.outcome.value).inc()
         if result.outcome in (BindOutcome.POD_GONE, BindOutcome.CONFLICT):
             # Deleted, or bound by someone else: the watch will tell the rest.
@@ -465,8 +462,7 @@ class SchedulerRuntime:
     def _lock_wait_over(self, entry: QueuedPod) -> None:
         """Another pod held the node's lock all along: this pod is decided again after a
         backoff, without a FailedScheduling (nothing is wrong with it)."""
-        self.cache.forget(entry.pod.key)
-        self.metrics.bind_failures.labels("node-locked").inc()
+        self.metrics.bind_failures.labels(BindOutcome.NODE_LOCKED.value).inc()
         self.queue.failed(entry.pod.key, frozenset({"NodeLock"}), unschedulable=False)
         self._wake.set()
 

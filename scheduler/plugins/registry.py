@@ -156,6 +156,9 @@ _SPECS = (
     PluginSpec("ImageLocality", missing="rl-scheduler does not score images already on a node"),
     PluginSpec("DefaultBinder", built_in=("bind",)),
     PluginSpec("NodeDeclaredFeatures", missing="rl-scheduler does not match node-declared features"),
+    # HAMi's scheduler's Bind: the allocation of shared GPUs at Reserve, then the node
+    # lock and a Binding that carries it (k8s/bind_plugins.py); it skips other pods.
+    PluginSpec("HAMiBinder", built_in=("reserve", "bind")),
     # The FGD paper's policies (Weng et al., ATC'23) and the learned policy.
     PluginSpec("Random", score=lambda _, ctx: RandomScore(ctx.rng), policy=True, selects_gpus=True),
     PluginSpec("DotProd", score=_plain(DotProdScore), policy=True),

@@ -1,0 +1,282 @@
+"""``SchedulerRuntime`` on its own: watch events in, one scheduling cycle, the binding
+cycle's plugin points, and what each outcome leaves in the queue, the cache, the
+metrics and the pod's events. The API is a recording stand-in (this is the runtime's
+logic; the cluster tier runs the same paths against a real API server)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from scheduler.k8s.api import BindOutcome, BindResult
+from scheduler.k8s.binding_cycle import BindingCycle, BindingPlugins, PreBindError
+from scheduler.k8s.metrics import Metrics
+from scheduler.k8s.policy import PolicyManager, TypicalWorkload
+from scheduler.k8s.runtime import SchedulerRuntime
+from scheduler.k8s.settings import load_settings
+from scheduler.objects.pod import Pod
+from tests.builders import node_manifest, pod_manifest
+
+
+@dataclass
+class RecordingApi:
+    """What the runtime writes, and the bind's answer (``BOUND`` unless told)."""
+
+    answer: BindResult = field(default_factory=lambda: BindResult(BindOutcome.BOUND))
+    binds: list[tuple[str, str]] = field(default_factory=list)
+    events: list[tuple[str, str, str]] = field(default_factory=list)  # pod, reason, note
+    conditions: list[tuple[str, str, str]] = field(default_factory=list)  # pod, reason, message
+
+    async def bind(self, pod: Pod, node: str, annotations: Any = None, labels: Any = None) -> BindResult:  # noqa: ARG002
+        self.binds.append((pod.key, node))
+        return self.answer
+
+    async def post_event(
+        self,
+        pod: Pod,
+        *,
+        type_: str,  # noqa: ARG002
+        reason: str,
+        action: str,  # noqa: ARG002
+        note: str,
+        related: Any = None,  # noqa: ARG002
+    ) -> None:
+        self.events.append((pod.key, reason, note))
+
+    async def set_pod_scheduled_condition(
+        self,
+        pod: Pod,
+        *,
+        reason: str,
+        message: str,
+        nominated_node: str | None = None,  # noqa: ARG002
+    ) -> None:
+        self.conditions.append((pod.key, reason, message))
+
+    async def list_pod_disruption_budgets(self) -> list[dict[str, Any]]:
+        return []
+
+    def reasons(self, key: str) -> list[str]:
+        return [reason for pod, reason, _ in self.events if pod == key]
+
+
+def runtime_with(api: RecordingApi, *nodes: dict[str, Any], profile: str = "fgd-reserve") -> SchedulerRuntime:
+    settings = load_settings(profile=profile)
+    metrics = Metrics()
+    policy = PolicyManager(settings, metrics, TypicalWorkload("default", 0))
+    runtime = SchedulerRuntime(settings, api, metrics, policy)  # type: ignore[arg-type]
+    for node in nodes:
+        runtime.on_node_event("ADDED", node)
+    return runtime
+
+
+def run(body: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    asyncio.run(body())
+
+
+async def settle(runtime: SchedulerRuntime) -> None:
+    """Every task the runtime spawned, and those they spawned, done."""
+    while runtime._binds:
+        await runtime.drain(5.0)
+
+
+async def one_cycle(runtime: SchedulerRuntime, manifest: dict[str, Any]) -> str:
+    runtime.on_pod_event("ADDED", manifest)
+    entry = runtime.queue.pop()
+    assert entry is not None
+    runtime.schedule_one(entry)
+    await settle(runtime)
+    return entry.pod.key
+
+
+def bind_failures(runtime: SchedulerRuntime) -> dict[str, float]:
+    samples = runtime.metrics.bind_failures.collect()[0].samples
+    return {s.labels["outcome"]: s.value for s in samples if s.name.endswith("_total")}
+
+
+def test_a_pod_that_fits_is_bound_and_reported() -> None:
+    async def body() -> None:
+        api = RecordingApi()
+        runtime = runtime_with(api, node_manifest("n1", cpu="4"))
+        key = await one_cycle(runtime, pod_manifest("p", cpu="1"))
+        assert api.binds == [(key, "n1")]
+        assert api.reasons(key) == ["Scheduled"]
+        assert key not in runtime.queue
+        assert runtime.cache.state.placements[key].node == "n1"
+
+    run(body)
+
+
+def test_a_pod_that_fits_nowhere_gets_kubes_message_and_waits() -> None:
+    async def body() -> None:
+        api = RecordingApi()
+        runtime = runtime_with(api, node_manifest("n1", cpu="4"))
+        key = await one_cycle(runtime, pod_manifest("big", cpu="8"))
+        assert api.binds == []
+        assert api.reasons(key) == ["FailedScheduling"]
+        assert "0/1 nodes are available: 1 Insufficient cpu." in api.events[0][2]
+        assert api.conditions[0][1] == "Unschedulable"
+        assert key in runtime.queue
+        assert key not in runtime.cache.state.placements
+
+    run(body)
+
+
+@pytest.mark.parametrize(
+    ("outcome", "requeued", "reasons", "failure"),
+    [
+        # kube-scheduler: a bind error is a SchedulerError, the pod is decided again.
+        (BindOutcome.ERROR, True, ["FailedScheduling"], "error"),
+        # Deleted or bound by someone else: the watch tells the rest, nothing reported.
+        (BindOutcome.POD_GONE, False, [], "pod-gone"),
+        (BindOutcome.CONFLICT, False, [], "conflict"),
+    ],
+)
+def test_a_failed_bind_gives_the_node_back(
+    outcome: BindOutcome, requeued: bool, reasons: list[str], failure: str
+) -> None:
+    async def body() -> None:
+        api = RecordingApi(answer=BindResult(outcome, "told so"))
+        runtime = runtime_with(api, node_manifest("n1", cpu="4"))
+        key = await one_cycle(runtime, pod_manifest("p", cpu="1"))
+        assert key not in runtime.cache.state.placements
+        assert runtime.cache.state.requested[0, 0] == 0
+        assert (key in runtime.queue) is requeued
+        assert api.reasons(key) == reasons
+        assert bind_failures(runtime) == {failure: 1.0}
+
+    run(body)
+
+
+@dataclass
+class Step:
+    """A plugin at every binding point that writes down what it is asked."""
+
+    name: str
+    log: list[str]
+    pre_bind_error: str = ""
+    answer: BindResult | None = None
+
+    def reserve(self, cycle: BindingCycle) -> None:
+        cycle.held[self.name] = cycle.node
+        self.log.append(f"reserve {self.name}")
+
+    def unreserve(self, cycle: BindingCycle) -> None:
+        assert cycle.held.pop(self.name) == cycle.node
+        self.log.append(f"unreserve {self.name}")
+
+    async def pre_bind(self, cycle: BindingCycle) -> None:  # noqa: ARG002
+        self.log.append(f"preBind {self.name}")
+        if self.pre_bind_error:
+            raise PreBindError(self.name, "step", self.pre_bind_error)
+
+    async def bind(self, cycle: BindingCycle) -> BindResult | None:  # noqa: ARG002
+        self.log.append(f"bind {self.name}")
+        return self.answer
+
+
+def stepped(runtime: SchedulerRuntime, first: Step, second: Step) -> None:
+    runtime.binding = BindingPlugins((first, second), (first, second), (first, second))
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "expected_log", "bound", "reasons"),
+    [
+        # The first binder that does not skip binds; the rest are not asked.
+        (
+            {"answer": None},
+            {"answer": BindResult(BindOutcome.BOUND)},
+            ["reserve a", "reserve b", "preBind a", "preBind b", "bind a", "bind b"],
+            True,
+            ["Scheduled"],
+        ),
+        (
+            {"answer": BindResult(BindOutcome.BOUND)},
+            {"answer": BindResult(BindOutcome.ERROR)},
+            ["reserve a", "reserve b", "preBind a", "preBind b", "bind a"],
+            True,
+            ["Scheduled"],
+        ),
+        # A PreBind failure stops the cycle; Unreserve runs in reverse order.
+        (
+            {"pre_bind_error": 'running PreBind plugin "a": no'},
+            {"answer": BindResult(BindOutcome.BOUND)},
+            ["reserve a", "reserve b", "preBind a", "unreserve b", "unreserve a"],
+            False,
+            ["FailedScheduling"],
+        ),
+        # A lock held by another pod: decided again, no event (nothing is wrong with it).
+        (
+            {"answer": BindResult(BindOutcome.NODE_LOCKED)},
+            {"answer": BindResult(BindOutcome.BOUND)},
+            ["reserve a", "reserve b", "preBind a", "preBind b", "bind a", "unreserve b", "unreserve a"],
+            False,
+            [],
+        ),
+        # Every binder skipped: an error, never a lost pod.
+        (
+            {"answer": None},
+            {"answer": None},
+            [
+                *["reserve a", "reserve b", "preBind a", "preBind b"],
+                "bind a",
+                "bind b",
+                "unreserve b",
+                "unreserve a",
+            ],
+            False,
+            ["FailedScheduling"],
+        ),
+    ],
+)
+def test_the_binding_cycles_plugin_points(
+    first: dict[str, Any], second: dict[str, Any], expected_log: list[str], bound: bool, reasons: list[str]
+) -> None:
+    async def body() -> None:
+        api = RecordingApi()
+        runtime = runtime_with(api, node_manifest("n1", cpu="4"))
+        log: list[str] = []
+        stepped(runtime, Step("a", log, **first), Step("b", log, **second))
+        key = await one_cycle(runtime, pod_manifest("p", cpu="1"))
+        assert log == expected_log
+        assert (key in runtime.cache.state.placements) is bound
+        assert (key in runtime.queue) is not bound
+        assert api.reasons(key) == reasons
+
+    run(body)
+
+
+def test_a_bind_that_raises_never_loses_the_pod() -> None:
+    class Broken:
+        name = "broken"
+
+        async def bind(self, cycle: BindingCycle) -> BindResult | None:  # noqa: ARG002
+            raise RuntimeError("bug")
+
+    async def body() -> None:
+        api = RecordingApi()
+        runtime = runtime_with(api, node_manifest("n1", cpu="4"))
+        runtime.binding = BindingPlugins((), (), (Broken(),))
+        key = await one_cycle(runtime, pod_manifest("p", cpu="1"))
+        assert key in runtime.queue
+        assert key not in runtime.cache.state.placements
+        assert "RuntimeError: bug" in api.events[-1][2]
+
+    run(body)
+
+
+def test_volume_binding_and_hami_are_the_built_in_steps() -> None:
+    runtime = runtime_with(RecordingApi())
+    names = [
+        [plugin.name for plugin in plugins]
+        for plugins in (
+            runtime.binding.reserve_plugins,
+            runtime.binding.pre_bind_plugins,
+            runtime.binding.bind_plugins,
+        )
+    ]
+    assert names == [["VolumeBinding", "HAMiBinder"], ["VolumeBinding"], ["HAMiBinder", "DefaultBinder"]]
