@@ -121,12 +121,20 @@ class ServingSettings(BaseModel):
 class LeaderElectionSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    enabled: bool = True
+    enabled: bool = Field(
+        True, description="only the replica holding the Lease schedules; off: every replica does"
+    )
     name: str = Field("", description="Lease name; the scheduler name when empty")
-    namespace: str = "kube-system"
-    lease_duration_s: float = Field(15.0, gt=0)
-    renew_deadline_s: float = Field(10.0, gt=0)
-    retry_period_s: float = Field(2.0, gt=0)
+    namespace: str = Field("kube-system", description="namespace of the Lease")
+    lease_duration_s: float = Field(
+        15.0, gt=0, description="how long a Lease not renewed stays held (kube's 15 s)"
+    )
+    renew_deadline_s: float = Field(
+        10.0, gt=0, description="the leader stops scheduling when it cannot renew for this long (kube's 10 s)"
+    )
+    retry_period_s: float = Field(
+        2.0, gt=0, description="how often the Lease is renewed or tried (kube's 2 s)"
+    )
     identity: str = Field("", description="holder identity; <hostname>_<random> when empty")
 
     @model_validator(mode="after")
@@ -189,7 +197,7 @@ class Settings(BaseSettings):
     client: ClientSettings = Field(default_factory=ClientSettings)
     leader_election: LeaderElectionSettings = Field(default_factory=LeaderElectionSettings)
     seed: int = Field(0, description="seed for tie-breaking among equally scored nodes")
-    log_level: str = Field("INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$")
+    log_level: str = Field("INFO", pattern="^(DEBUG|INFO|WARNING|ERROR)$", description="the log's threshold")
 
     @field_validator("profile", "fallback_profile")
     @classmethod
