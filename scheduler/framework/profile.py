@@ -57,6 +57,8 @@ class Profile:
     # DefaultPreemption's arguments when the profile runs it at PostFilter (live only:
     # the simulator's replays never evict).
     preemption: PreemptionArgs | None = None
+    # Coscheduling: a PodGroup's pods are decided together (live only).
+    gangs: bool = True
 
 
 @dataclass

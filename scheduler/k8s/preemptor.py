@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from scheduler.errors import SchedulerInputError
+from scheduler.framework.gang_preemption import GangPreemption
 from scheduler.framework.preemption import (
     PreemptionFailure,
     PreemptionOutcome,
@@ -140,6 +141,19 @@ class Preemptor:
         )
         await asyncio.gather(
             *(self._evict(pod, victim, outcome.node) for victim in outcome.victims),
+            *(self._clear_nomination(other) for other in outcome.nominations_to_clear),
+        )
+
+    async def carry_out_gang(self, outcome: GangPreemption) -> None:
+        """A gang's evictions, each for the member nominated to the victim's node."""
+        log.info(
+            "%d gang member(s) preempt %d pod(s): %s",
+            len(outcome.nominations),
+            len(outcome.evictions),
+            ", ".join(f"{e.victim.key} on {e.node}" for e in outcome.evictions),
+        )
+        await asyncio.gather(
+            *(self._evict(e.preemptor, e.victim, e.node) for e in outcome.evictions),
             *(self._clear_nomination(other) for other in outcome.nominations_to_clear),
         )
 

@@ -307,7 +307,7 @@ class SchedulerRuntime:
         if active is None:  # a pod queued for a profile this process no longer has
             self.queue.forget(pod.key)
             return
-        group = pod_group_key(pod.namespace, pod.labels)
+        group = pod_group_key(pod.namespace, pod.labels) if active.profile.gangs else ""
         if group:
             schedule_gang(self, entry, group, started)
             return
@@ -353,10 +353,13 @@ class SchedulerRuntime:
         active: ActiveProfile,
         started: float,
         gang_message: str = "",
+        *,
+        report: bool = True,
     ) -> None:
         """A failed attempt: back to the queue, then PostFilter (preemption) or the
-        FailedScheduling report. A gang's members report the gang's message and do not
-        preempt (the room one member's victims free is no use to a gang that fell short)."""
+        FailedScheduling report (unless ``report`` is False: the gang's PostFilter
+        reports). A gang's members report the gang's message and do not preempt one by
+        one (the room one member's victims free is no use to a gang that fell short)."""
         pod = entry.pod
         unschedulable = decision.status.code != Code.ERROR
         result = "unschedulable" if unschedulable else "error"
@@ -376,8 +379,9 @@ class SchedulerRuntime:
             if pod.key not in self.preemptor.in_flight:
                 self.spawn(self._post_filter(pod, decision, active.profile))
             return
-        reason = "Unschedulable" if unschedulable else SCHEDULER_ERROR
-        self.spawn(self.reporter.failed(pod, gang_message or decision.message, reason=reason))
+        if report:
+            reason = "Unschedulable" if unschedulable else SCHEDULER_ERROR
+            self.spawn(self.reporter.failed(pod, gang_message or decision.message, reason=reason))
 
     async def _post_filter(self, pod: Pod, decision: Decision, profile: Profile) -> None:
         """DefaultPreemption for a pod that fits nowhere; its FailedScheduling says what

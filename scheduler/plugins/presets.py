@@ -33,7 +33,8 @@ from scheduler.plugins.profile_config import Plugins
 
 # kube-scheduler v1.36's default plugins (pkg/scheduler/apis/config/v1/default_plugins.go,
 # with DynamicResources and NodeDeclaredFeatures, on by default), plus rl-scheduler's
-# GpuShare (HAMi's per-GPU fit) right after NodeResourcesFit. Plugins rl-scheduler does
+# GpuShare (HAMi's per-GPU fit) right after NodeResourcesFit, and scheduler-plugins'
+# Coscheduling (gangs) at the end. Plugins rl-scheduler does
 # not implement (ImageLocality, DynamicResources, NodeDeclaredFeatures)
 # stay in the list, as in kube's, and are left out when a profile is built.
 KUBE_DEFAULTS: tuple[tuple[str, int | None], ...] = (
@@ -58,6 +59,7 @@ KUBE_DEFAULTS: tuple[tuple[str, int | None], ...] = (
     ("ImageLocality", 1),
     ("DefaultBinder", None),
     ("NodeDeclaredFeatures", None),
+    ("Coscheduling", None),
 )
 
 

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from scheduler.errors import SchedulerInputError
 from scheduler.plugins.args import PluginArgs
-from scheduler.plugins.registry import FILTER, PLUGINS, POST_FILTER, SCORE, plugin_names
+from scheduler.plugins.registry import FILTER, PERMIT, PLUGINS, POST_FILTER, SCORE, plugin_names
 
 ALL = "*"
 
@@ -100,6 +100,7 @@ CONFIGURABLE = {
     "postFilter": POST_FILTER,
     "preScore": SCORE,
     "score": SCORE,
+    "permit": PERMIT,
 }
 
 
@@ -129,6 +130,8 @@ class ResolvedProfile:
     args: Mapping[str, PluginArgs]
     # PostFilter plugins (DefaultPreemption, or none: a pod that fits nowhere waits).
     post_filters: tuple[str, ...] = ()
+    # Permit plugins (Coscheduling, or none: a PodGroup's pods are placed one by one).
+    permits: tuple[str, ...] = ()
 
     @property
     def learned(self) -> bool:
@@ -300,4 +303,5 @@ class Resolver:
             scores=tuple((r.name, r.weight or 1) for r in scores),
             args=self.args(base_args),
             post_filters=tuple(r.name for r in self.point(plugins, "postFilter")),
+            permits=tuple(r.name for r in self.point(plugins, "permit")),
         )

@@ -112,11 +112,14 @@ def build(resolved: ResolvedProfile, ctx: ProfileContext) -> Profile:
     if "DefaultPreemption" in resolved.post_filters:
         args = cast(DefaultPreemptionArgs, resolved.args["DefaultPreemption"])
         preemption = PreemptionArgs(args.min_candidate_nodes_percentage, args.min_candidate_nodes_absolute)
+    gangs = "Coscheduling" in resolved.permits
     if policy is None:
-        return Profile(resolved.name, filters, scores, BestFitGpus(), "random", preemption=preemption)
+        return Profile(
+            resolved.name, filters, scores, BestFitGpus(), "random", preemption=preemption, gangs=gangs
+        )
     spec = PLUGINS[resolved.policy or ""]
     gpus = cast(GpuSelector, policy.plugin) if spec.selects_gpus else BestFitGpus()
-    return Profile(resolved.name, filters, [policy], gpus, "first", scores, preemption)
+    return Profile(resolved.name, filters, [policy], gpus, "first", scores, preemption, gangs)
 
 
 def register_profile(name: str, factory: ProfileFactory) -> None:

@@ -62,6 +62,7 @@ from scheduler.state.fragmentation import TypicalPods
 FILTER = "filter"
 SCORE = "score"
 POST_FILTER = "postFilter"
+PERMIT = "permit"
 
 
 @dataclass
@@ -96,6 +97,8 @@ class PluginSpec:
     learned: bool = False
     # Runs at PostFilter (for a pod no node fits): DefaultPreemption only.
     post_filter: bool = False
+    # Runs at Permit: Coscheduling only (gangs decided whole, ``framework.gang``).
+    permit: bool = False
     # kube-scheduler extension points rl-scheduler serves outside profiles (the queue,
     # the binder): the plugin always runs there and cannot be disabled.
     built_in: tuple[str, ...] = ()
@@ -105,7 +108,12 @@ class PluginSpec:
 
     @property
     def points(self) -> frozenset[str]:
-        served = ((FILTER, self.filter), (SCORE, self.score), (POST_FILTER, self.post_filter or None))
+        served = (
+            (FILTER, self.filter),
+            (SCORE, self.score),
+            (POST_FILTER, self.post_filter or None),
+            (PERMIT, self.permit or None),
+        )
         return frozenset(p for p, f in served if f is not None)
 
 
@@ -159,6 +167,9 @@ _SPECS = (
     # HAMi's scheduler's Bind: the allocation of shared GPUs at Reserve, then the node
     # lock and a Binding that carries it (k8s/bind_plugins.py); it skips other pods.
     PluginSpec("HAMiBinder", built_in=("reserve", "bind")),
+    # scheduler-plugins' Coscheduling: pods labelled with a PodGroup are placed as a gang,
+    # whole or not at all, and preempt as one; disabled, they are placed one by one.
+    PluginSpec("Coscheduling", permit=True),
     # The FGD paper's policies (Weng et al., ATC'23) and the learned policy.
     PluginSpec("Random", score=lambda _, ctx: RandomScore(ctx.rng), policy=True, selects_gpus=True),
     PluginSpec("DotProd", score=_plain(DotProdScore), policy=True),

@@ -1,6 +1,7 @@
 """Gang scheduling against the dev cluster, with scheduler-plugins' PodGroups: a gang
-binds whole or not at all, is reported while it cannot, binds once room appears, and
-two gangs competing for the same GPUs never deadlock.
+binds whole or not at all, is reported while it cannot, binds once room appears, two
+gangs competing for the same GPUs never deadlock, and a gang of higher priority evicts
+what it needs, and only then, to bind whole.
 
 GPU nodes of 2 GPUs each (KWOK, registered as HAMi does); every worker asks for one
 whole GPU (100% of its cores and memory), so the arithmetic is a count of GPUs."""
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from devcluster import nodes as devnodes
 from scheduler.objects.pod_group import GROUP, PLURAL, POD_GROUP_LABEL, VERSION
@@ -171,4 +173,89 @@ def test_two_gangs_competing_for_the_same_gpus_never_deadlock(
         namespace, label_selector=f"{POD_GROUP_LABEL}={first}", grace_period_seconds=0
     )
     wait_for(lambda: len(bound(core, namespace, second)) == 6, 90, f"gang {second} to bind whole")
+    assert violations(core, namespace) == []
+
+
+LOW, HIGH = "rl-e2e-gang-low", "rl-e2e-gang-high"
+
+
+def ensure_priority_classes(core: client.CoreV1Api) -> None:
+    scheduling = client.SchedulingV1Api(core.api_client)
+    for name, value in ((LOW, 10), (HIGH, 1000)):
+        try:
+            scheduling.create_priority_class({"metadata": {"name": name}, "value": value})
+        except ApiException as error:
+            if error.status != 409:
+                raise
+    wait_for(
+        lambda: {LOW, HIGH} <= {c.metadata.name for c in scheduling.list_priority_class().items},
+        30,
+        "the priority classes",
+    )
+    time.sleep(1.0)  # the admission plugin's informer has them by now
+
+
+def fillers(namespace: str, count: int) -> list[dict[str, Any]]:
+    """One-GPU pods of low priority, outside any gang."""
+    return [
+        pod(f"filler-{i}", namespace, SCHEDULER, gpus=1, gpu_percent=100, extra={"priorityClassName": LOW})
+        for i in range(count)
+    ]
+
+
+def urgent(namespace: str, group: str, count: int) -> list[dict[str, Any]]:
+    members = workers(namespace, group, count)
+    for member in members:
+        member["spec"]["priorityClassName"] = HIGH
+    return members
+
+
+def running_fillers(core: client.CoreV1Api, namespace: str) -> list[str]:
+    pods = core.list_namespaced_pod(namespace).items
+    return sorted(
+        p.metadata.name
+        for p in pods
+        if p.metadata.name.startswith("filler-") and p.spec.node_name and not p.metadata.deletion_timestamp
+    )
+
+
+@pytest.mark.parametrize(
+    ("members", "evicted", "binds"),
+    [
+        # 4 GPUs full of low-priority pods; a gang of 2 evicts 2 of them and binds whole.
+        (2, 2, True),
+        # A gang of 5 cannot fit 4 GPUs even with every victim gone: no one is evicted.
+        (5, 0, False),
+    ],
+    ids=["evicts-what-it-needs", "evicts-no-one-when-it-cannot-fit"],
+)
+def test_a_gang_of_higher_priority_preempts_whole_or_not_at_all(
+    core: client.CoreV1Api, scheduler: Path, namespace: str, members: int, evicted: int, binds: bool
+) -> None:
+    ensure_priority_classes(core)
+    replace_nodes(core, gpu_nodes("gang-a", "gang-b"))  # 4 GPUs
+    create_pods(core, fillers(namespace, 4))
+    wait_for(lambda: len(running_fillers(core, namespace)) == 4, 60, "the 4 fillers to bind")
+    create_group(core, namespace, "urgent", members)
+    create_pods(core, urgent(namespace, "urgent", members))
+    first = f"{namespace}/urgent gets rejected"
+    wait_for(
+        lambda: all(
+            any(first in m and "preemption:" in m for m in failures(core, namespace, f"urgent-{i}"))
+            for i in range(members)
+        ),
+        60,
+        "every member's FailedScheduling with the gang's preemption",
+    )
+    if binds:
+        wait_for(lambda: len(bound(core, namespace, "urgent")) == members, 90, "the gang to bind whole")
+    else:
+        time.sleep(3)  # nothing is evicted or bound meanwhile either
+        assert bound(core, namespace, "urgent") == []
+        assert all(
+            "0/2 nodes are available" in m
+            for m in failures(core, namespace, "urgent-0")
+            if "preemption:" in m
+        )
+    assert len(running_fillers(core, namespace)) == 4 - evicted
     assert violations(core, namespace) == []

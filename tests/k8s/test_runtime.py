@@ -19,6 +19,7 @@ from scheduler.k8s.policy import PolicyManager, TypicalWorkload
 from scheduler.k8s.runtime import SchedulerRuntime
 from scheduler.k8s.settings import load_settings
 from scheduler.objects.pod import Pod
+from scheduler.objects.pod_group import POD_GROUP_LABEL
 from tests.builders import node_manifest, pod_manifest
 
 
@@ -64,8 +65,10 @@ class RecordingApi:
         return [reason for pod, reason, _ in self.events if pod == key]
 
 
-def runtime_with(api: RecordingApi, *nodes: dict[str, Any], profile: str = "fgd-reserve") -> SchedulerRuntime:
-    settings = load_settings(profile=profile)
+def runtime_with(
+    api: RecordingApi, *nodes: dict[str, Any], profile: str = "fgd-reserve", **settings_fields: Any
+) -> SchedulerRuntime:
+    settings = load_settings(profile=profile, **settings_fields)
     metrics = Metrics()
     policy = PolicyManager(settings, metrics, TypicalWorkload("default", 0))
     runtime = SchedulerRuntime(settings, api, metrics, policy)  # type: ignore[arg-type]
@@ -280,3 +283,27 @@ def test_volume_binding_and_hami_are_the_built_in_steps() -> None:
         )
     ]
     assert names == [["VolumeBinding", "HAMiBinder"], ["VolumeBinding"], ["HAMiBinder", "DefaultBinder"]]
+
+
+@pytest.mark.parametrize(
+    ("plugins", "reasons"),
+    [
+        # Coscheduling (on by default) waits for the pod's PodGroup, which does not exist.
+        ({}, ["FailedScheduling"]),
+        # Disabled by name, the pod is placed on its own.
+        ({"permit": {"disabled": [{"name": "Coscheduling"}]}}, ["Scheduled"]),
+    ],
+)
+def test_gang_scheduling_is_a_plugin_a_profile_can_disable(
+    plugins: dict[str, Any], reasons: list[str]
+) -> None:
+    async def body() -> None:
+        api = RecordingApi()
+        profile = {"schedulerName": "rl-scheduler", "preset": "default", "plugins": plugins}
+        runtime = runtime_with(api, node_manifest("n1", cpu="4"), profiles=[profile])
+        key = await one_cycle(runtime, pod_manifest("member", cpu="1", labels={POD_GROUP_LABEL: "job"}))
+        assert api.reasons(key) == reasons
+        if reasons == ["FailedScheduling"]:
+            assert "PodGroup default/job not found" in api.events[0][2]
+
+    run(body)

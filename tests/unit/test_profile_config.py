@@ -144,6 +144,21 @@ def test_preemption_is_a_post_filter_plugin_as_in_kube_scheduler(
 
 
 @pytest.mark.parametrize(
+    ("plugins", "gangs"),
+    [
+        pytest.param({}, True, id="on by default"),
+        pytest.param({"permit": {"disabled": [{"name": "Coscheduling"}]}}, False, id="disabled at permit"),
+        pytest.param(
+            {"multiPoint": {"disabled": [{"name": "Coscheduling"}]}}, False, id="disabled everywhere"
+        ),
+    ],
+)
+def test_gang_scheduling_is_the_coscheduling_permit_plugin(plugins: dict[str, Any], gangs: bool) -> None:
+    config = ProfileConfig.model_validate({"schedulerName": "s", "plugins": plugins})
+    assert build(resolve(config), ProfileContext()).gangs is gangs
+
+
+@pytest.mark.parametrize(
     ("data", "path", "problem"),
     [
         pytest.param(
@@ -178,10 +193,10 @@ def test_preemption_is_a_post_filter_plugin_as_in_kube_scheduler(
             id="reserve point",
         ),
         pytest.param(
-            {"plugins": {"permit": {"disabled": [{"name": "*"}]}}},
-            "p.plugins.permit",
+            {"plugins": {"postBind": {"disabled": [{"name": "*"}]}}},
+            "p.plugins.postBind",
             "not supported by rl-scheduler",
-            id="permit point",
+            id="postBind point",
         ),
         pytest.param(
             {"plugins": {"score": {"enabled": [{"name": "ImageLocality"}]}}},
@@ -333,8 +348,8 @@ def test_several_profiles_in_one_settings_file(tmp_path: Path) -> None:
                 ]
             },
             "profiles[0].plugins.permit",
-            "not supported by rl-scheduler",
-            id="permit point",
+            "GpuShare is not a permit plugin",
+            id="a filter at permit",
         ),
     ],
 )
