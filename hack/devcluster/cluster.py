@@ -130,6 +130,14 @@ def _kwokctl_config(config: ClusterConfig, binaries: Binaries) -> str:
     # machine, a missed lease renewal makes the controller manager or the scheduler
     # exit for good, leaving a cluster that silently stops binding pods.
     no_leader_election = [{"key": "leader-elect", "value": "false"}]
+    # The core Workload API (scheduling.k8s.io/v1alpha2 PodGroups and the pod field
+    # spec.schedulingGroup) is alpha in 1.36: served only with its feature gate and
+    # group enabled. On the API server only: kube-scheduler and the controllers keep
+    # their defaults.
+    api_server_args = [
+        {"key": "feature-gates", "value": "GenericWorkload=true"},
+        {"key": "runtime-config", "value": "scheduling.k8s.io/v1alpha2=true"},
+    ]
     patches: list[dict[str, object]] = [
         {"name": "kube-controller-manager", "extraArgs": no_leader_election},
         {"name": "kube-scheduler", "extraArgs": no_leader_election},
@@ -141,17 +149,14 @@ def _kwokctl_config(config: ClusterConfig, binaries: Binaries) -> str:
         # the API server listens on every address. `kubectl logs` and `exec` reach the
         # kubelet at the node's InternalIP (its hostname resolves nowhere).
         options["kubeApiserverCertSANs"] = [realnode_config.KUBERNETES_SERVICE_IP, realnode_config.GATEWAY]
-        patches.append(
-            {
-                "name": "kube-apiserver",
-                "extraArgs": [
-                    {"key": "bind-address", "value": "0.0.0.0"},
-                    {"key": "advertise-address", "value": realnode_config.GATEWAY},
-                    {"key": "service-cluster-ip-range", "value": realnode_config.SERVICE_SUBNET},
-                    {"key": "kubelet-preferred-address-types", "value": "InternalIP"},
-                ],
-            }
-        )
+        api_server_args += [
+            {"key": "bind-address", "value": "0.0.0.0"},
+            {"key": "advertise-address", "value": realnode_config.GATEWAY},
+            {"key": "service-cluster-ip-range", "value": realnode_config.SERVICE_SUBNET},
+            {"key": "kubelet-preferred-address-types", "value": "InternalIP"},
+        ]
+    patches.append({"name": "kube-apiserver", "extraArgs": api_server_args})
+    if config.real_node:
         # kwokctl's controller fakes every node's status by default: the kubelet's node
         # is its own, and KWOK keeps the nodes annotated as fake (devcluster.nodes).
         patches.append(

@@ -47,6 +47,7 @@ from scheduler.k8s.settings import Settings
 from scheduler.k8s.startup import sync_until_served
 from scheduler.k8s.volume_events import VOLUME_KINDS
 from scheduler.k8s.watch import ResourceWatch
+from scheduler.objects.pod_group import CORE_GROUP
 
 if TYPE_CHECKING:
     from kubernetes import client
@@ -213,6 +214,16 @@ def start_scheduling(
         partial(relist, "podgroups"),
     )
     tasks.append(asyncio.create_task(groups.run(versions["podgroups"]), name="podgroup-watch"))
+    core_groups = ResourceWatch(
+        api,
+        "podgroup",
+        paths.CORE_POD_GROUPS,
+        partial(runtime.on_pod_group_event, api=CORE_GROUP),
+        partial(relist, paths.CORE_POD_GROUPS),
+    )
+    tasks.append(
+        asyncio.create_task(core_groups.run(versions[paths.CORE_POD_GROUPS]), name="core-podgroup-watch")
+    )
     if settings.leader_election.enabled:
         tasks.append(asyncio.create_task(elector.run(), name="leader-election"))
     elif elector.on_change is not None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scheduler.objects.pod_group import GROUP, PLURAL, VERSION
+from scheduler.objects.pod_group import CORE_GROUP, CORE_VERSION, GROUP, PLURAL, VERSION
 
 NODES = "/api/v1/nodes"
 NAMESPACES = "/api/v1/namespaces"
@@ -12,6 +12,7 @@ PERSISTENT_VOLUMES = "/api/v1/persistentvolumes"
 STORAGE_CLASSES = "/apis/storage.k8s.io/v1/storageclasses"
 CSI_NODES = "/apis/storage.k8s.io/v1/csinodes"
 POD_GROUPS = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
+CORE_POD_GROUPS = f"/apis/{CORE_GROUP}/{CORE_VERSION}/{PLURAL}"
 
 # Everything a full listing (``SchedulerRuntime.list_and_apply``) asks for.
 LISTED = (
@@ -23,4 +24,5 @@ LISTED = (
     STORAGE_CLASSES,
     CSI_NODES,
     POD_GROUPS,
+    CORE_POD_GROUPS,
 )

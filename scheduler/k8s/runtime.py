@@ -39,7 +39,7 @@ from scheduler.k8s.unreadable import object_name, skipping
 from scheduler.k8s.volume_binder import VolumeBinder
 from scheduler.k8s.volume_events import VolumeEvents, VolumeKind, list_volumes
 from scheduler.objects.pod import Pod
-from scheduler.objects.pod_group import pod_group_key
+from scheduler.objects.pod_group import CORE_GROUP, GROUP, pod_group_key
 from scheduler.online.experience import ExperienceLog
 
 log = logging.getLogger(__name__)
@@ -136,9 +136,10 @@ class SchedulerRuntime:
         with skipping("pod", manifest, self.skip_unreadable):
             self._on_pod_event(event_type, manifest)
 
-    def on_pod_group_event(self, event_type: str, manifest: Mapping[str, Any]) -> None:
+    def on_pod_group_event(self, event_type: str, manifest: Mapping[str, Any], api: str = GROUP) -> None:
+        """A PodGroup of ``api`` (scheduler-plugins', or the Workload API's)."""
         with skipping("podgroup", manifest, self.skip_unreadable):
-            self._gang_changed(self.gangs.on_pod_group(event_type, manifest), "PodGroupChange")
+            self._gang_changed(self.gangs.on_pod_group(event_type, manifest, api), "PodGroupChange")
 
     def _on_node_event(self, event_type: str, manifest: Mapping[str, Any]) -> None:
         metadata = manifest.get("metadata") or {}
@@ -244,6 +245,9 @@ class SchedulerRuntime:
             skipped = self.skip_unreadable
             versions = await list_volumes(self.api.list_with_version, self.volume_events, skipped)
             versions["podgroups"] = await list_pod_groups(self.api.list_with_version, self.gangs, skipped)
+            versions[paths.CORE_POD_GROUPS] = await list_pod_groups(
+                self.api.list_with_version, self.gangs, skipped, CORE_GROUP
+            )
             fetched = await asyncio.gather(*listings)
         finally:
             for listing in listings:
@@ -307,7 +311,7 @@ class SchedulerRuntime:
         if active is None:  # a pod queued for a profile this process no longer has
             self.queue.forget(pod.key)
             return
-        group = pod_group_key(pod.namespace, pod.labels) if active.profile.gangs else ""
+        group = self.gang_of(pod, active)
         if group:
             schedule_gang(self, entry, group, started)
             return
@@ -317,6 +321,15 @@ class SchedulerRuntime:
             self.accept(entry, decision, started, active, self.assume(decision))
             return
         self.reject(entry, decision, active, started)
+
+    def gang_of(self, pod: Pod, active: ActiveProfile) -> str:
+        """The key of the gang the pod is decided with; "" to decide it alone (no group,
+        Coscheduling disabled in its profile, or a PodGroup of the basic policy)."""
+        if not active.profile.gangs:
+            return ""
+        group = pod_group_key(pod.namespace, pod.labels, pod.scheduling_group)
+        known = self.gangs.groups.get(group) if group else None
+        return "" if known is not None and not known.gang else group
 
     def decide(self, pod: Pod, active: ActiveProfile, narrow: NodeNarrowing | None = None) -> Decision:
         nominated = self.preemptor.nominated_besides(pod) if self.cache.nominated else []

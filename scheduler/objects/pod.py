@@ -77,6 +77,8 @@ class Pod:
     priority: int = 0
     scheduler_name: str = "default-scheduler"
     scheduling_gates: tuple[str, ...] = ()
+    # ``spec.schedulingGroup.podGroupName``: the Workload API's PodGroup the pod is in.
+    scheduling_group: str = ""
     # Volumes through claims (PVCs, generic ephemeral), and inline disks that conflict.
     volumes: tuple[PodVolume, ...] = ()
     inline_disks: tuple[InlineDisk, ...] = ()

@@ -389,6 +389,10 @@ def pod_from_manifest(manifest: Manifest) -> Pod:
         priority=reader.integer(spec.get("priority"), "spec.priority"),
         scheduler_name=reader.string(spec.get("schedulerName"), "spec.schedulerName", "default-scheduler"),
         scheduling_gates=gates,
+        scheduling_group=reader.string(
+            reader.mapping(spec.get("schedulingGroup"), "spec.schedulingGroup").get("podGroupName"),
+            "spec.schedulingGroup.podGroupName",
+        ),
         unsupported=(*gpu_reasons, *_unsupported(reader, spec)),
         volumes=volumes,
         inline_disks=inline_disks,

@@ -17,7 +17,8 @@ TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 Grant = tuple[str, str, str, str]
 
 # kube-scheduler v1.36's roles (bootstrap policy; `kubectl get clusterrole -o yaml` on
-# kube-apiserver v1.36.4), one tuple per group, resource, name and verb.
+# kube-apiserver v1.36.4 with the GenericWorkload gate), one tuple per group, resource,
+# name and verb.
 _READ = ("get", "list", "watch")
 
 
@@ -66,6 +67,9 @@ KUBE_ROLES: dict[str, frozenset[Grant]] = {
         (["resource.k8s.io"], ["resourceslices"], [], _READ),
         (["resource.k8s.io"], ["resourceclaims"], [], ["create", "delete"]),
         (["resource.k8s.io"], ["resourceclaims/binding"], [], ["patch", "update"]),
+        # With the GenericWorkload gate, as the dev cluster's API server runs.
+        (["scheduling.k8s.io"], ["podgroups"], [], _READ),
+        (["scheduling.k8s.io"], ["podgroups/status"], [], ["patch", "update"]),
     ),
     "system:volume-scheduler": _rules(
         ([""], ["persistentvolumes"], [], ["patch", "update", *_READ]),

@@ -288,6 +288,8 @@ def test_rbac_is_what_the_scheduler_calls_and_no_more(helm: Path) -> None:
         ("storage.k8s.io", "csinodes", "watch"),
         ("scheduling.x-k8s.io", "podgroups", "list"),  # gangs, as Coscheduling reads them
         ("scheduling.x-k8s.io", "podgroups", "watch"),
+        ("scheduling.k8s.io", "podgroups", "list"),  # gangs of the Workload API
+        ("scheduling.k8s.io", "podgroups", "watch"),
         # /metrics behind delegated auth, as kube-scheduler's
         ("authentication.k8s.io", "tokenreviews", "create"),
         ("authorization.k8s.io", "subjectaccessreviews", "create"),

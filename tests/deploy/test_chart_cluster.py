@@ -258,6 +258,7 @@ def test_requests_outside_the_rbac_are_refused(core: client.CoreV1Api, identity:
         ("storage.k8s.io", "storageclasses", "", "list"), ("storage.k8s.io", "storageclasses", "", "watch"),
         ("storage.k8s.io", "csinodes", "", "list"), ("storage.k8s.io", "csinodes", "", "watch"),
         ("scheduling.x-k8s.io", "podgroups", "", "list"), ("scheduling.x-k8s.io", "podgroups", "", "watch"),
+        ("scheduling.k8s.io", "podgroups", "", "list"), ("scheduling.k8s.io", "podgroups", "", "watch"),
         ("authentication.k8s.io", "tokenreviews", "", "create"),
         ("authorization.k8s.io", "subjectaccessreviews", "", "create"),
     }  # fmt: skip

@@ -18,7 +18,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from devcluster import nodes as devnodes
-from scheduler.objects.pod_group import GROUP, PLURAL, POD_GROUP_LABEL, VERSION
+from scheduler.objects.pod_group import CORE_GROUP, CORE_VERSION, GROUP, PLURAL, POD_GROUP_LABEL, VERSION
 from tests.e2e import checker
 from tests.e2e.support import (
     api_dicts,
@@ -258,4 +258,52 @@ def test_a_gang_of_higher_priority_preempts_whole_or_not_at_all(
             if "preemption:" in m
         )
     assert len(running_fillers(core, namespace)) == 4 - evicted
+    assert violations(core, namespace) == []
+
+
+def create_core_group(core: client.CoreV1Api, namespace: str, name: str, policy: dict[str, Any]) -> None:
+    """A PodGroup of the Workload API (scheduling.k8s.io/v1alpha2; the dev cluster's API
+    server runs with the GenericWorkload gate)."""
+    body = {
+        "apiVersion": f"{CORE_GROUP}/{CORE_VERSION}",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"schedulingPolicy": policy},
+    }
+    client.CustomObjectsApi(core.api_client).create_namespaced_custom_object(
+        CORE_GROUP, CORE_VERSION, namespace, PLURAL, body
+    )
+
+
+def core_members(namespace: str, group: str, count: int) -> list[dict[str, Any]]:
+    pods = [pod(f"{group}-{i}", namespace, SCHEDULER, gpus=1, gpu_percent=100) for i in range(count)]
+    for member in pods:
+        member["spec"]["schedulingGroup"] = {"podGroupName": group}
+    return pods
+
+
+def bound_named(core: client.CoreV1Api, namespace: str, prefix: str) -> list[str]:
+    pods = core.list_namespaced_pod(namespace).items
+    return sorted(p.metadata.name for p in pods if p.metadata.name.startswith(prefix) and p.spec.node_name)
+
+
+def test_the_workload_apis_gang_binds_whole_and_its_basic_policy_binds_pod_by_pod(
+    core: client.CoreV1Api, scheduler: Path, namespace: str
+) -> None:
+    replace_nodes(core, gpu_nodes("gang-a", "gang-b"))  # 4 GPUs
+    create_core_group(core, namespace, "wl", {"gang": {"minCount": 5}})
+    create_pods(core, core_members(namespace, "wl", 5))
+    expected = f"PodGroup scheduling.k8s.io:{namespace}/wl gets rejected: 4 of the 5 pods it needs"
+    wait_for(
+        lambda: all(any(expected in m for m in failures(core, namespace, f"wl-{i}")) for i in range(5)),
+        60,
+        "every member's FailedScheduling naming the gang",
+    )
+    assert bound_named(core, namespace, "wl-") == []
+    devnodes.create_nodes(core, gpu_nodes("gang-a", "gang-b", "gang-c")[2:])
+    wait_for(lambda: len(bound_named(core, namespace, "wl-")) == 5, 90, "all 5 members to bind")
+    # The basic policy is no gang: of 3 pods, the one GPU left takes one.
+    create_core_group(core, namespace, "basic", {"basic": {}})
+    create_pods(core, core_members(namespace, "basic", 3))
+    wait_for(lambda: len(bound_named(core, namespace, "basic-")) == 1, 60, "one basic pod to bind")
     assert violations(core, namespace) == []

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from scheduler.k8s.gangs import GangIndex
-from scheduler.objects.pod_group import POD_GROUP_LABEL, PodGroup
+from scheduler.objects.pod_group import CORE_GROUP, POD_GROUP_LABEL, PodGroup
 from tests.builders import pod_manifest
 
 
@@ -40,6 +40,12 @@ def member(name: str, group: str = "job", **changes: Any) -> dict[str, Any]:
         ([("ADDED", member("a")), ("MODIFIED", member("a", group="other"))], {"team/other": {"team/a"}}),
         ([("ADDED", member("a")), ("MODIFIED", member("a", group=""))], {}),
         ([("ADDED", member("a", group=""))], {}),
+        # The Workload API's PodGroup named in spec.schedulingGroup.
+        (
+            [("ADDED", member("a", group="", spec_schedulingGroup={"podGroupName": "job"}))],
+            {"scheduling.k8s.io:team/job": {"team/a"}},
+        ),
+        ([("ADDED", member("a", group="", spec_schedulingGroup="job"))], {}),  # not an object: none
     ],
 )
 def test_members_follow_their_pods(
@@ -84,3 +90,18 @@ def test_forget_pod_drops_a_member_a_watch_never_reported_deleted() -> None:
     index.forget_pod("team/a")
     index.forget_pod("team/unknown")
     assert index.members == {"team/job": {"team/b"}}
+
+
+def test_the_two_apis_pod_groups_of_one_name_stay_apart_and_resync_apart() -> None:
+    index = GangIndex(clock=lambda: 10.0)
+    index.on_pod_group("ADDED", group("job", {"minMember": 8}))
+    core = index.on_pod_group(
+        "ADDED", group("job", {"schedulingPolicy": {"gang": {"minCount": 3}}}), CORE_GROUP
+    )
+    assert core == "scheduling.k8s.io:team/job"
+    assert index.groups == {
+        "team/job": PodGroup("team", "job", 8),
+        core: PodGroup("team", "job", 3, api=CORE_GROUP),
+    }
+    index.resync(set(), listed_at=15.0, api=CORE_GROUP)  # the core listing is empty
+    assert list(index.groups) == ["team/job"]

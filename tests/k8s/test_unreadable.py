@@ -93,7 +93,7 @@ def test_a_pod_group_listing_applies_every_group_but_the_one_that_fails(
             raise KeyError("minMember")
         return read(manifest)
 
-    monkeypatch.setattr(gangs, "pod_group_from_manifest", pod_group_from_manifest)
+    monkeypatch.setitem(gangs.READERS, gangs.GROUP, pod_group_from_manifest)
     items = [
         {"metadata": {"namespace": "team", "name": name}, "spec": {"minMember": 2}}
         for name in ("a", "bad", "c")

@@ -21,7 +21,14 @@ from scheduler.framework.gang import GangOutcome, place_gang, quorum_shortfall
 from scheduler.framework.profile import Decision, NodeNarrowing, schedule_pod
 from scheduler.objects.node import Node
 from scheduler.objects.pod import Pod
-from scheduler.objects.pod_group import POD_GROUP_LABEL, PodGroup, pod_group_from_manifest, pod_group_key
+from scheduler.objects.pod_group import (
+    CORE_GROUP,
+    POD_GROUP_LABEL,
+    PodGroup,
+    core_pod_group_from_manifest,
+    pod_group_from_manifest,
+    pod_group_key,
+)
 from scheduler.objects.topology import RACK_LABEL
 from scheduler.plugins.profiles import build_profile
 from scheduler.state.cluster_state import ClusterState
@@ -224,8 +231,54 @@ def test_pod_group_from_manifest(spec: Any, expected: PodGroup | str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("labels", "expected"),
-    [({POD_GROUP_LABEL: "job"}, "team/job"), ({}, ""), (None, ""), ({POD_GROUP_LABEL: ""}, "")],
+    ("labels", "scheduling_group", "expected"),
+    [
+        ({POD_GROUP_LABEL: "job"}, "", "team/job"),
+        ({}, "", ""),
+        (None, "", ""),
+        ({POD_GROUP_LABEL: ""}, "", ""),
+        # The Workload API's PodGroup, named in spec.schedulingGroup, comes first.
+        ({}, "job", "scheduling.k8s.io:team/job"),
+        ({POD_GROUP_LABEL: "other"}, "job", "scheduling.k8s.io:team/job"),
+    ],
 )
-def test_pod_group_key(labels: dict[str, str] | None, expected: str) -> None:
-    assert pod_group_key("team", labels) == expected
+def test_pod_group_key(labels: dict[str, str] | None, scheduling_group: str, expected: str) -> None:
+    assert pod_group_key("team", labels, scheduling_group) == expected
+
+
+CORE = "podgroup.scheduling.k8s.io team/job"
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ({"schedulingPolicy": {"gang": {"minCount": 4}}}, PodGroup("team", "job", 4, api=CORE_GROUP)),
+        ({"schedulingPolicy": {"basic": {}}}, PodGroup("team", "job", 1, api=CORE_GROUP, gang=False)),
+        (
+            {"schedulingPolicy": {"basic": {}, "gang": {"minCount": 2}}},
+            f"{CORE}: spec.schedulingPolicy: exactly one of basic and gang must be set",
+        ),
+        ({}, f"{CORE}: spec.schedulingPolicy: exactly one of basic and gang must be set"),
+        (
+            {"schedulingPolicy": {"gang": {}}},
+            f"{CORE}: spec.schedulingPolicy.gang.minCount: must be at least 1, got 0",
+        ),
+        (
+            {"schedulingPolicy": {"gang": {"minCount": "4"}}},
+            f"{CORE}: spec.schedulingPolicy.gang.minCount: expected an integer, got '4'",
+        ),
+        (
+            {"schedulingPolicy": {"gang": []}},
+            f"{CORE}: spec.schedulingPolicy.gang: expected an object, got list",
+        ),
+        ({"schedulingPolicy": "gang"}, f"{CORE}: spec.schedulingPolicy: expected an object, got str"),
+    ],
+)
+def test_core_pod_group_from_manifest(spec: Any, expected: PodGroup | str) -> None:
+    if isinstance(expected, PodGroup):
+        assert core_pod_group_from_manifest(group_manifest(spec)) == expected
+        assert expected.key == "scheduling.k8s.io:team/job"
+        return
+    with pytest.raises(SchedulerInputError) as raised:
+        core_pod_group_from_manifest(group_manifest(spec))
+    assert str(raised.value) == expected
