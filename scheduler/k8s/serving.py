@@ -25,7 +25,7 @@ import threading
 from scheduler.k8s.connections import ConnectionTable
 from scheduler.k8s.delegated_auth import ALLOWED, DelegatedAuth
 from scheduler.k8s.http import MAX_HEAD_BYTES, Answer, Route, encode, parse_request, route
-from scheduler.k8s.serving_tls import server_context
+from scheduler.k8s.serving_tls import ServingCertificate
 from scheduler.k8s.settings import ServingSettings
 
 log = logging.getLogger(__name__)
@@ -53,11 +53,12 @@ class Server:
     def __init__(
         self,
         routes: dict[str, Route],
-        ssl_context: ssl.SSLContext | None,
+        ssl_context: ssl.SSLContext | ServingCertificate | None,
         auth: DelegatedAuth | None,
         limits: ServingSettings,
     ) -> None:
         # ssl_context None: plain HTTP; auth None: every path open. Both for tests only.
+        # A ServingCertificate gives each connection the current certificate.
         self.routes = routes
         self.ssl_context = ssl_context
         self.auth = auth
@@ -87,7 +88,9 @@ class Server:
         loop = asyncio.get_running_loop()
         limits = self.limits
         async with asyncio.timeout(limits.read_timeout_s):
-            if self.ssl_context is not None:
+            if isinstance(self.ssl_context, ServingCertificate):
+                await start_tls(writer, self.ssl_context.context())
+            elif self.ssl_context is not None:
                 await start_tls(writer, self.ssl_context)
             head = await read_head(reader)
         while True:
@@ -158,7 +161,7 @@ async def serve(
     routes: dict[str, Route],
     address: str,
     *,
-    ssl_context: ssl.SSLContext | None,
+    ssl_context: ssl.SSLContext | ServingCertificate | None,
     auth: DelegatedAuth | None,
     limits: ServingSettings | None = None,
 ) -> asyncio.Server:
@@ -178,8 +181,8 @@ async def serve_securely(
     ``auth``, the open-files limit raised first."""
     raise_open_files_limit()
     # ~50 ms for a self-signed certificate (cryptography's import): off the event loop.
-    context = await asyncio.to_thread(server_context, settings.tls_cert_file, settings.tls_key_file)
-    return await serve(routes, address, ssl_context=context, auth=auth, limits=settings)
+    certificate = await asyncio.to_thread(ServingCertificate, settings.tls_cert_file, settings.tls_key_file)
+    return await serve(routes, address, ssl_context=certificate, auth=auth, limits=settings)
 
 
 def serve_in_thread(

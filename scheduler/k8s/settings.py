@@ -94,7 +94,10 @@ class ServingSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     tls_cert_file: Path | None = Field(
-        None, description="serving certificate (PEM); a self-signed one is made at start when unset"
+        None,
+        description=(
+            "serving certificate (PEM), read again when it changes; a self-signed one is made at start when unset"
+        ),
     )
     tls_key_file: Path | None = Field(None, description="its private key (PEM)")
     always_allow_paths: list[str] = Field(

@@ -23,7 +23,7 @@ from scheduler.k8s.delegated_auth import DelegatedAuth
 from scheduler.k8s.http import Answer, Route, build_routes
 from scheduler.k8s.metrics import Metrics
 from scheduler.k8s.serving import Server, raise_open_files_limit, serve
-from scheduler.k8s.serving_tls import TlsError, self_signed, server_context
+from scheduler.k8s.serving_tls import ServingCertificate, TlsError, self_signed, server_context
 from scheduler.k8s.settings import ServingSettings
 from scheduler.online.trainer import scheduler_request
 from tests.k8s.test_delegated_auth import FakeApiServer
@@ -49,7 +49,9 @@ def get(
 
 @contextlib.asynccontextmanager
 async def serving(
-    routes: dict[str, Route], limits: ServingSettings, ssl_context: ssl.SSLContext | None = None
+    routes: dict[str, Route],
+    limits: ServingSettings,
+    ssl_context: ssl.SSLContext | ServingCertificate | None = None,
 ) -> AsyncIterator[tuple[int, Server]]:
     server = Server(routes, ssl_context or server_context(), DelegatedAuth(FakeApiServer().review), limits)
     listening = await asyncio.start_server(server.on_connection, "127.0.0.1", 0, backlog=4096)
@@ -109,6 +111,36 @@ def test_a_mounted_certificate_is_served_and_verifies(tmp_path: Path) -> None:
             return await in_thread(get, port, "/healthz", None, verifying)
 
     assert asyncio.run(main()) == (200, b"ok")
+
+
+def test_a_rotated_certificate_is_served_to_new_connections_and_a_broken_one_is_not(tmp_path: Path) -> None:
+    def mount(certificate: bytes, key: bytes) -> ssl.SSLContext:
+        # As the kubelet swaps a Secret's files: new files renamed over the old.
+        for name, data in (("tls.crt", certificate), ("tls.key", key)):
+            (tmp_path / f"{name}.new").write_bytes(data)
+            (tmp_path / f"{name}.new").rename(tmp_path / name)
+        return ssl.create_default_context(cadata=certificate.decode())
+
+    first = mount(*self_signed("first"))
+    mounted = ServingCertificate(tmp_path / "tls.crt", tmp_path / "tls.key", recheck_s=0.0)
+
+    async def main() -> list[int | str]:
+        seen: list[int | str] = []
+        async with serving(routes(), ServingSettings(), mounted) as (port, _):
+            seen.append((await in_thread(get, port, "/healthz", None, first))[0])
+            second = mount(*self_signed("second"))
+            seen.append((await in_thread(get, port, "/healthz", None, second))[0])
+            certificate, _ = self_signed("third")
+            (tmp_path / "tls.crt").write_bytes(certificate)  # half a rotation: its key is not there
+            seen.append((await in_thread(get, port, "/healthz", None, second))[0])
+            try:
+                await in_thread(get, port, "/healthz", None, first)
+            except ssl.SSLCertVerificationError:
+                seen.append("first refused")
+        return seen
+
+    assert asyncio.run(main()) == [200, 200, 200, "first refused"]
+    assert mounted.reloads == 1
 
 
 def test_a_certificate_that_does_not_load_is_named(tmp_path: Path) -> None:
