@@ -96,7 +96,8 @@ class ServingSettings(BaseModel):
     tls_cert_file: Path | None = Field(
         None,
         description=(
-            "serving certificate (PEM), read again when it changes; a self-signed one is made at start when unset"
+            "serving certificate (PEM), read again when it changes; "
+            "a self-signed one is made at start when unset"
         ),
     )
     tls_key_file: Path | None = Field(None, description="its private key (PEM)")
