@@ -25,8 +25,8 @@ from pathlib import Path
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from scheduler.k8s.api import KubeApi
-from scheduler.k8s.settings import ClientSettings
+from scheduler.k8s.client.api import KubeApi
+from scheduler.k8s.process.settings import ClientSettings
 from scheduler.objects.pod import Pod
 
 

@@ -36,10 +36,10 @@ from typing import Any
 from kubernetes import client
 from kubernetes.watch.watch import iter_resp_lines
 
-from scheduler.k8s import paths
-from scheduler.k8s.api import BindOutcome, KubeApi
-from scheduler.k8s.reporting import Reporter
-from scheduler.k8s.settings import ClientSettings
+from scheduler.k8s.client import paths
+from scheduler.k8s.client.api import BindOutcome, KubeApi
+from scheduler.k8s.process.settings import ClientSettings
+from scheduler.k8s.scheduling.reporting import Reporter
 from scheduler.objects.pod import Pod
 
 # Long enough that a benchmark run never needs a second watch; the loop reconnects anyway.

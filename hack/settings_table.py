@@ -1,4 +1,4 @@
-"""The README's table of settings, generated from ``scheduler/k8s/settings.py``.
+"""The README's table of settings, generated from ``scheduler/k8s/process/settings.py``.
 
 Each row is one leaf of ``Settings`` (nested models flattened as ``client.qps``): its
 type with the bounds the model enforces, its default and its ``Field`` description.
@@ -128,7 +128,7 @@ def cell(text: str) -> str:
 
 def table() -> str:
     """The settings table, in Markdown, ending with a newline."""
-    from scheduler.k8s.settings import Settings  # noqa: PLC0415 - the module imports the plugins
+    from scheduler.k8s.process.settings import Settings  # noqa: PLC0415 - the module imports the plugins
 
     lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     lines += ["| " + " | ".join(cell(text) for text in row) + " |" for row in rows(Settings)]

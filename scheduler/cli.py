@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from scheduler import __version__
 from scheduler.cli_values import CommandLineParser
 from scheduler.errors import CommandLineError, SchedulerInputError
-from scheduler.k8s import cli as run_cli
+from scheduler.k8s.process import cli as run_cli
 
 
 @dataclass(frozen=True)

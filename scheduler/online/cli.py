@@ -100,8 +100,8 @@ def _api_client(kubeconfig: Path | None) -> Any:
     from kubernetes import client  # noqa: PLC0415 - the trainer alone needs the API client
     from kubernetes.config import ConfigException  # noqa: PLC0415
 
-    from scheduler.k8s.credentials import kubeconfig_problem, load_client_config  # noqa: PLC0415
-    from scheduler.k8s.settings import ClientSettings  # noqa: PLC0415
+    from scheduler.k8s.client.credentials import kubeconfig_problem, load_client_config  # noqa: PLC0415
+    from scheduler.k8s.process.settings import ClientSettings  # noqa: PLC0415
 
     try:
         configuration = load_client_config(ClientSettings(kubeconfig=kubeconfig))
@@ -115,10 +115,10 @@ def _metrics_server(api_client: Any, args: argparse.Namespace) -> Any:
     allowed to get it (delegated to the API server), /healthz open."""
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest  # noqa: PLC0415
 
-    from scheduler.k8s.delegated_auth import delegated_auth  # noqa: PLC0415
-    from scheduler.k8s.http import Answer  # noqa: PLC0415
-    from scheduler.k8s.serving import serve_in_thread  # noqa: PLC0415
-    from scheduler.k8s.settings import ClientSettings, ServingSettings  # noqa: PLC0415
+    from scheduler.k8s.process.settings import ClientSettings, ServingSettings  # noqa: PLC0415
+    from scheduler.k8s.serving.delegated_auth import delegated_auth  # noqa: PLC0415
+    from scheduler.k8s.serving.http import Answer  # noqa: PLC0415
+    from scheduler.k8s.serving.serving import serve_in_thread  # noqa: PLC0415
 
     if (args.tls_cert_file is None) != (args.tls_private_key_file is None):
         raise CommandLineError("trainer", "--tls-cert-file", "needs --tls-private-key-file, and the reverse")

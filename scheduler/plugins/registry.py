@@ -165,7 +165,7 @@ _SPECS = (
     PluginSpec("DefaultBinder", built_in=("bind",)),
     PluginSpec("NodeDeclaredFeatures", missing="rl-scheduler does not match node-declared features"),
     # HAMi's scheduler's Bind: the allocation of shared GPUs at Reserve, then the node
-    # lock and a Binding that carries it (k8s/bind_plugins.py); it skips other pods.
+    # lock and a Binding that carries it (k8s/scheduling/bind_plugins.py); it skips other pods.
     PluginSpec("HAMiBinder", built_in=("reserve", "bind")),
     # scheduler-plugins' Coscheduling: pods labelled with a PodGroup are placed as a gang,
     # whole or not at all, and preempt as one; disabled, they are placed one by one.

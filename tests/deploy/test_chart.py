@@ -14,7 +14,7 @@ import yaml
 
 from manifests import MANIFESTS
 from manifests import render as render_manifests
-from scheduler.k8s.settings import ClientSettings, Settings, load_settings
+from scheduler.k8s.process.settings import ClientSettings, Settings, load_settings
 from tests.deploy.chart import (
     CHART,
     REPO,
@@ -96,7 +96,7 @@ def test_the_schema_knows_every_setting_the_operator_takes() -> None:
     # may add profiles of their own (register_profile).
     names = subprocess.run(
         [sys.executable, "-c",
-         "from scheduler.k8s import operator, settings as s; print(*s.profile_names())"],
+         "from scheduler.k8s.process import operator, settings as s; print(*s.profile_names())"],
         capture_output=True, text=True, check=True,
     ).stdout.split()  # fmt: skip
     assert "fgd" in names

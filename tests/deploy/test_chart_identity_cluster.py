@@ -248,7 +248,7 @@ def test_the_trainers_calls_succeed_with_its_token(
     """The trainer's own code with its token: the node listing (the twin) and the
     delegated auth of its /metrics (TokenReview, SubjectAccessReview) are allowed; its
     token may read the scheduler's /metrics, the scheduler's token may not."""
-    from scheduler.k8s.delegated_auth import ALLOWED, delegated_auth  # noqa: PLC0415
+    from scheduler.k8s.serving.delegated_auth import ALLOWED, delegated_auth  # noqa: PLC0415
     from scheduler.online.cli import _api_client, _nodes_from_api  # noqa: PLC0415
 
     api_client = _api_client(kubeconfigs["trainer"])

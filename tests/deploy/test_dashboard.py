@@ -10,7 +10,7 @@ import pytest
 
 from dashboard.generate import CHART_JSON, outputs
 from dashboard.panels import ROWS, PanelSpec
-from scheduler.k8s.metrics import Metrics
+from scheduler.k8s.serving.metrics import Metrics
 
 METRIC = re.compile(r"\b((?:rl_)?scheduler_[a-z_]+|up)\b")
 

@@ -30,7 +30,7 @@ from kubernetes.client.exceptions import ApiException
 
 from devcluster import kube
 from devcluster import nodes as devnodes
-from scheduler.k8s.api import KubeApi
+from scheduler.k8s.client.api import KubeApi
 
 T = TypeVar("T")
 

@@ -16,8 +16,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from scheduler.k8s.api import BindOutcome, KubeApi
-from scheduler.k8s.settings import ClientSettings
+from scheduler.k8s.client.api import BindOutcome, KubeApi
+from scheduler.k8s.process.settings import ClientSettings
 from scheduler.objects.pod import Pod
 from scheduler.resources.hami import NODE_LOCK_ANNOTATION, VGPU_NODE
 from tests.e2e.support import delete_namespace_pods, ensure_namespace, run_then_close

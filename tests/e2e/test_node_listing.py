@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from scheduler.k8s import endpoint, paths, reads
-from scheduler.k8s.cache import SchedulerCache
-from scheduler.k8s.credentials import load_client_config
-from scheduler.k8s.first_listing import EARLY_TIMEOUT, EndpointReader
-from scheduler.k8s.node_protobuf import CONTENT_TYPE
-from scheduler.k8s.settings import ClientSettings
+from scheduler.k8s.client import endpoint, paths, reads
+from scheduler.k8s.client.credentials import load_client_config
+from scheduler.k8s.client.first_listing import EARLY_TIMEOUT, EndpointReader
+from scheduler.k8s.client.node_protobuf import CONTENT_TYPE
+from scheduler.k8s.process.settings import ClientSettings
+from scheduler.k8s.scheduling.cache import SchedulerCache
 from scheduler.objects.node_manifest import node_from_manifest
 
 pytestmark = pytest.mark.cluster
@@ -58,7 +58,7 @@ def core(dev_cluster: Any) -> Iterator[client.CoreV1Api]:
 
 
 def scheduler_view(manifest: dict[str, Any]) -> dict[str, Any]:
-    """What ``scheduler.k8s.node_protobuf`` reads of a node, out of its JSON."""
+    """What ``scheduler.k8s.client.node_protobuf`` reads of a node, out of its JSON."""
     metadata, spec, status = manifest["metadata"], manifest.get("spec") or {}, manifest.get("status") or {}
     keys = ("name", "uid", "resourceVersion", "labels", "annotations")
     return {

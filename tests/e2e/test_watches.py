@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from scheduler.k8s.api import KubeApi
-from scheduler.k8s.settings import ClientSettings
-from scheduler.k8s.watch import ResourceWatch
+from scheduler.k8s.client.api import KubeApi
+from scheduler.k8s.client.watch import ResourceWatch
+from scheduler.k8s.process.settings import ClientSettings
 from tests.e2e.support import ensure_namespace, run_then_close
 from tests.e2e.workloads import pod
 

@@ -51,8 +51,8 @@ SCRIPT = textwrap.dedent(
 
     from kubernetes.client.exceptions import ApiException
 
-    from scheduler.k8s.api import KubeApi
-    from scheduler.k8s.settings import ClientSettings
+    from scheduler.k8s.client.api import KubeApi
+    from scheduler.k8s.process.settings import ClientSettings
 
     asked = []
 
@@ -99,9 +99,9 @@ SCRIPT = textwrap.dedent(
     # Listings started early, through the official client and through the endpoint
     # read without it: each answer is taken once; a failed one is asked again.
     from kubernetes import client
-    from scheduler.k8s import endpoint
-    from scheduler.k8s.credentials import load_client_config
-    from scheduler.k8s.first_listing import early_listing, official_listing
+    from scheduler.k8s.client import endpoint
+    from scheduler.k8s.client.credentials import load_client_config
+    from scheduler.k8s.client.first_listing import early_listing, official_listing
 
     settings = ClientSettings(kubeconfig=config)
     paths = ["/api/v1/nodes", "/api/v1/gone"]
@@ -164,11 +164,11 @@ SILENT_SERVER_EXIT = textwrap.dedent(
 
     from kubernetes import client
 
-    from scheduler.k8s import endpoint, paths
-    from scheduler.k8s.credentials import load_client_config
-    from scheduler.k8s.first_listing import early_listing, official_listing
-    from scheduler.k8s.operator import exit_past_blocked_calls
-    from scheduler.k8s.settings import ClientSettings
+    from scheduler.k8s.client import endpoint, paths
+    from scheduler.k8s.client.credentials import load_client_config
+    from scheduler.k8s.client.first_listing import early_listing, official_listing
+    from scheduler.k8s.process.operator import exit_past_blocked_calls
+    from scheduler.k8s.process.settings import ClientSettings
 
     logging.basicConfig(level="INFO", stream=sys.stdout)
     listener = socket.create_server(("127.0.0.1", 0))

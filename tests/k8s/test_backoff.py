@@ -1,6 +1,6 @@
 from itertools import islice
 
-from scheduler.k8s.backoff import backoff_delays
+from scheduler.k8s.client.backoff import backoff_delays
 
 
 def test_delays_double_from_1_s_to_30_s_and_stay_there() -> None:

@@ -4,8 +4,8 @@ from typing import Any
 
 import pytest
 
-from scheduler.k8s import cache as cache_module
-from scheduler.k8s.cache import PodChange, SchedulerCache
+from scheduler.k8s.scheduling import cache as cache_module
+from scheduler.k8s.scheduling.cache import PodChange, SchedulerCache
 from tests.builders import make_pod, node_manifest, pod_manifest
 
 ZONE = "topology.kubernetes.io/zone"

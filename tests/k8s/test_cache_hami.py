@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.k8s.cache import PodChange, SchedulerCache
+from scheduler.k8s.scheduling.cache import PodChange, SchedulerCache
 from scheduler.resources.hami import DEVICES_ALLOCATED, VGPU_NODE
 from tests.builders import make_pod, node_manifest, pod_manifest
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.k8s.connections import ConnectionTable
+from scheduler.k8s.serving.connections import ConnectionTable
 
 
 def table(limit: int, idle: list[str], busy: list[str]) -> ConnectionTable[str]:

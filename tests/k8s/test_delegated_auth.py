@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.k8s.delegated_auth import (
+from scheduler.k8s.serving.delegated_auth import (
     SUBJECT_ACCESS_REVIEWS,
     TOKEN_REVIEWS,
     DelegatedAuth,

@@ -1,4 +1,4 @@
-"""The API server's address and credentials as ``scheduler.k8s.endpoint`` reads them
+"""The API server's address and credentials as ``scheduler.k8s.client.endpoint`` reads them
 without the official client: the same as the official loader where it reads them at
 all (``agrees_with`` holds), None where only the official loader can tell, and the
 kubeconfig the settings will name, guessed before they are read."""
@@ -14,8 +14,8 @@ import pytest
 import yaml
 from kubernetes import client, config
 
-from scheduler.k8s import endpoint
-from scheduler.k8s.first_listing import speculated_kubeconfig
+from scheduler.k8s.client import endpoint
+from scheduler.k8s.client.first_listing import speculated_kubeconfig
 
 CA, CERT, KEY = b"-----CA-----\n", b"-----CERT-----\n", b"-----KEY-----\n"
 

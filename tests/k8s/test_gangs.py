@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.k8s.gangs import GangIndex
+from scheduler.k8s.scheduling.gangs import GangIndex
 from scheduler.objects.pod_group import CORE_GROUP, POD_GROUP_LABEL, PodGroup
 from tests.builders import pod_manifest
 

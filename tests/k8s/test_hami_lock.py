@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from scheduler.k8s import hami
-from scheduler.k8s.api import BindOutcome, BindResult
-from scheduler.k8s.hami import (
+from scheduler.k8s.client.api import BindOutcome, BindResult
+from scheduler.k8s.scheduling import hami
+from scheduler.k8s.scheduling.hami import (
     LockState,
     NodeLocker,
     NodeLocks,

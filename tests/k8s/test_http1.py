@@ -12,8 +12,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 from kubernetes import client
 
-from scheduler.k8s.http1 import HttpProtocolError, Response, ResponseReader
-from scheduler.k8s.transport import ApiTransport, ConnectionPool
+from scheduler.k8s.client.http1 import HttpProtocolError, Response, ResponseReader
+from scheduler.k8s.client.transport import ApiTransport, ConnectionPool
 
 ANSWERS = [
     (

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.k8s.http1 import (
+from scheduler.k8s.client.http1 import (
     MAX_BODY_BYTES,
     MAX_CHUNK_LINE_BYTES,
     MAX_HEAD_BYTES,
@@ -22,7 +22,7 @@ from scheduler.k8s.http1 import (
     Response,
     ResponseReader,
 )
-from scheduler.k8s.transport import ConnectionPool
+from scheduler.k8s.client.transport import ConnectionPool
 
 OK = b"HTTP/1.1 200 OK\r\n"
 CHUNKED = OK + b"Transfer-Encoding: chunked\r\n\r\n"

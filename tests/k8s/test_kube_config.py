@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from scheduler.k8s.kube_config import parse_duration
-from scheduler.k8s.settings import SettingsError, load_settings
+from scheduler.k8s.process.kube_config import parse_duration
+from scheduler.k8s.process.settings import SettingsError, load_settings
 
 HEADER = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
 

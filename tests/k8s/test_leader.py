@@ -11,9 +11,9 @@ from typing import Any, cast
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from scheduler.k8s.api import KubeApi
-from scheduler.k8s.leader import LeaderElector
-from scheduler.k8s.settings import LeaderElectionSettings
+from scheduler.k8s.client.api import KubeApi
+from scheduler.k8s.process.leader import LeaderElector
+from scheduler.k8s.process.settings import LeaderElectionSettings
 
 
 class FakeCoordination:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.k8s.node_protobuf import MAGIC, ProtobufError, decode_node_list
+from scheduler.k8s.client.node_protobuf import MAGIC, ProtobufError, decode_node_list
 
 
 def varint(value: int) -> bytes:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from scheduler.k8s.reads import parse_json
+from scheduler.k8s.client.reads import parse_json
 
 DOCUMENTS = [
     b'{"type": "ADDED", "object": {"metadata": {"name": "p", "labels": {"a": "b"}}}}',

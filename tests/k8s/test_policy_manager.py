@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from scheduler.k8s import policy as policy_module
-from scheduler.k8s.metrics import Metrics
-from scheduler.k8s.policy import PolicyManager, TypicalWorkload
-from scheduler.k8s.settings import load_settings
+from scheduler.k8s.process.settings import load_settings
+from scheduler.k8s.scheduling import policy as policy_module
+from scheduler.k8s.scheduling.policy import PolicyManager, TypicalWorkload
+from scheduler.k8s.serving.metrics import Metrics
 from scheduler.online.store import PolicyStore
 from scheduler.plugins import profiles
 from scheduler.policy.checkpoint import default_checkpoint_path
@@ -70,7 +70,7 @@ def test_a_heuristic_profile_schedules_and_says_so_once(
 ) -> None:
     metrics = Metrics()
     settings = load_settings(profile=profile, fallback_profile="fgd")
-    with caplog.at_level(logging.INFO, logger="scheduler.k8s.policy"):
+    with caplog.at_level(logging.INFO, logger="scheduler.k8s.scheduling.policy"):
         policy = PolicyManager(settings, metrics, WORKLOAD)
         policy.load()  # a reload (new typical pods) does not say it again
     assert (policy.active.source, policy.active.profile.name, policy.active.version) == (
@@ -91,7 +91,7 @@ def test_a_policy_store_without_a_learned_profile_is_said_to_be_unused(
     tmp_path: Path, profile: str, warned: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     settings = load_settings(profile=profile, fallback_profile="fgd", policy_store=tmp_path / "policies")
-    with caplog.at_level(logging.WARNING, logger="scheduler.k8s.policy"):
+    with caplog.at_level(logging.WARNING, logger="scheduler.k8s.scheduling.policy"):
         PolicyManager(settings, Metrics(), WORKLOAD)
     unused = [m for m in caplog.messages if "no profile is learned" in m]
     assert bool(unused) == warned, caplog.messages
@@ -256,7 +256,7 @@ def test_a_bug_while_loading_falls_back_and_is_logged_with_its_traceback(
         return profiles.build(resolved, ctx)
 
     monkeypatch.setattr(policy_module, "build", build)
-    with caplog.at_level(logging.ERROR, logger="scheduler.k8s.policy"):
+    with caplog.at_level(logging.ERROR, logger="scheduler.k8s.scheduling.policy"):
         policy, metrics = manager(None)
     assert (policy.active.source, policy.active.profile.name) == ("fallback", "fgd")
     assert "RuntimeError('a bug')" in policy.active.detail
@@ -281,7 +281,7 @@ def test_the_reload_loop_survives_a_bug_and_says_so_once(
 
     monkeypatch.setattr(policy_module, "choose_checkpoint", choose)
     publish(store)
-    with caplog.at_level(logging.ERROR, logger="scheduler.k8s.policy"):
+    with caplog.at_level(logging.ERROR, logger="scheduler.k8s.scheduling.policy"):
         asyncio.run(reload_until(policy, "v000002"))
     assert (policy.active.source, policy.active.version) == ("policy", "v000002")
     assert len([r for r in caplog.records if r.exc_info]) == 1
@@ -309,7 +309,7 @@ def test_a_policy_store_without_a_version_schedules_with_the_shipped_policy(
 ) -> None:
     store = tmp_path / "policies"
     prepare(store)
-    with caplog.at_level(logging.INFO, logger="scheduler.k8s.policy"):
+    with caplog.at_level(logging.INFO, logger="scheduler.k8s.scheduling.policy"):
         policy, metrics = manager(None, policy_store=store)
     assert (policy.active.source, policy.active.profile.name, policy.active.version) == (
         "policy",

@@ -10,9 +10,9 @@ import pytest
 
 from scheduler.errors import SchedulerInputError
 from scheduler.framework.preemption import PreemptionFailure, PreemptionOutcome
-from scheduler.k8s.api import KubeApi
-from scheduler.k8s.cache import SchedulerCache
-from scheduler.k8s.preemptor import (
+from scheduler.k8s.client.api import KubeApi
+from scheduler.k8s.scheduling.cache import SchedulerCache
+from scheduler.k8s.scheduling.preemptor import (
     Preemptor,
     budget_from_manifest,
     disruption_target,

@@ -11,9 +11,9 @@ import http.client
 import pytest
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from scheduler.k8s.http import Answer, build_routes, encode, parse_request, route
-from scheduler.k8s.metrics import Metrics
-from scheduler.k8s.serving import serve
+from scheduler.k8s.serving.http import Answer, build_routes, encode, parse_request, route
+from scheduler.k8s.serving.metrics import Metrics
+from scheduler.k8s.serving.serving import serve
 
 ROUTES = {
     "/healthz": lambda: Answer(200, b"ok"),

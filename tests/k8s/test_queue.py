@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from scheduler.k8s.queue import QueueName, SchedulingQueue
+from scheduler.k8s.scheduling.queue import QueueName, SchedulingQueue
 from scheduler.objects.pod_manifest import pod_from_manifest
 from tests.builders import make_pod, pod_manifest
 

@@ -2,7 +2,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from scheduler.k8s.ratelimit import TokenBucket
+from scheduler.k8s.client.ratelimit import TokenBucket
 
 
 @dataclass

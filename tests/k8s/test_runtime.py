@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from scheduler.k8s.api import BindOutcome, BindResult
-from scheduler.k8s.binding_cycle import BindingCycle, BindingPlugins, PreBindError
-from scheduler.k8s.metrics import Metrics
-from scheduler.k8s.policy import PolicyManager, TypicalWorkload
-from scheduler.k8s.runtime import SchedulerRuntime
-from scheduler.k8s.settings import load_settings
+from scheduler.k8s.client.api import BindOutcome, BindResult
+from scheduler.k8s.process.settings import load_settings
+from scheduler.k8s.scheduling.binding_cycle import BindingCycle, BindingPlugins, PreBindError
+from scheduler.k8s.scheduling.policy import PolicyManager, TypicalWorkload
+from scheduler.k8s.scheduling.runtime import SchedulerRuntime
+from scheduler.k8s.serving.metrics import Metrics
 from scheduler.objects.pod import Pod
 from scheduler.objects.pod_group import POD_GROUP_LABEL
 from tests.builders import node_manifest, pod_manifest

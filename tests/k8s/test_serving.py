@@ -19,12 +19,12 @@ from typing import Any
 
 import pytest
 
-from scheduler.k8s.delegated_auth import DelegatedAuth
-from scheduler.k8s.http import Answer, Route, build_routes
-from scheduler.k8s.metrics import Metrics
-from scheduler.k8s.serving import Server, raise_open_files_limit, serve
-from scheduler.k8s.serving_tls import ServingCertificate, TlsError, self_signed, server_context
-from scheduler.k8s.settings import ServingSettings
+from scheduler.k8s.process.settings import ServingSettings
+from scheduler.k8s.serving.delegated_auth import DelegatedAuth
+from scheduler.k8s.serving.http import Answer, Route, build_routes
+from scheduler.k8s.serving.metrics import Metrics
+from scheduler.k8s.serving.serving import Server, raise_open_files_limit, serve
+from scheduler.k8s.serving.serving_tls import ServingCertificate, TlsError, self_signed, server_context
 from scheduler.online.trainer import scheduler_request
 from tests.k8s.test_delegated_auth import FakeApiServer
 

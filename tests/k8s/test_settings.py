@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from scheduler.cli import main
-from scheduler.k8s.settings import SettingsError, load_settings
+from scheduler.k8s.process.settings import SettingsError, load_settings
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -10,9 +10,9 @@ import logging
 import pytest
 from urllib3.exceptions import ConnectTimeoutError, MaxRetryError
 
-from scheduler.k8s.http import StartupDeadline
-from scheduler.k8s.settings import load_settings
-from scheduler.k8s.startup import describe, sync_until_served
+from scheduler.k8s.process.settings import load_settings
+from scheduler.k8s.process.startup import describe, sync_until_served
+from scheduler.k8s.serving.http import StartupDeadline
 
 
 class Clock:
@@ -75,7 +75,7 @@ def test_a_failed_first_listing_is_logged_and_retried_with_a_capped_backoff(
     async def sleep(seconds: float) -> None:
         delays.append(seconds)
 
-    with caplog.at_level(logging.WARNING, logger="scheduler.k8s.startup"):
+    with caplog.at_level(logging.WARNING, logger="scheduler.k8s.process.startup"):
         versions = asyncio.run(sync_until_served(sync, "https://10.96.0.1:443", sleep=sleep))
     assert versions == {"pods": "42"}
     assert delays == [1, 2, 4, 8, 16, 30, 30]

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from scheduler.k8s.transport import ssl_context, supports
+from scheduler.k8s.client.transport import ssl_context, supports
 
 
 def configuration(**fields: Any) -> client.Configuration:

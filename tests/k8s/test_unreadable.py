@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from scheduler.errors import QuantityError
-from scheduler.k8s import gangs, volume_events
-from scheduler.k8s.cache import PodChange, SchedulerCache
-from scheduler.k8s.gangs import GangIndex, list_pod_groups
-from scheduler.k8s.unreadable import object_name, skipping
-from scheduler.k8s.volume_events import VOLUME_KINDS, VolumeEvents, list_volumes
+from scheduler.k8s.client.unreadable import object_name, skipping
+from scheduler.k8s.scheduling import gangs, volume_events
+from scheduler.k8s.scheduling.cache import PodChange, SchedulerCache
+from scheduler.k8s.scheduling.gangs import GangIndex, list_pod_groups
+from scheduler.k8s.scheduling.volume_events import VOLUME_KINDS, VolumeEvents, list_volumes
 from scheduler.volumes.catalog import VolumeCatalog
 from tests.builders import node_manifest, pod_manifest
 from tests.volume_builders import claim_manifest

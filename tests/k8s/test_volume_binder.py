@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from scheduler.k8s.volume_binder import VolumeBinder, VolumeBindError
-from scheduler.k8s.volume_events import VOLUME_KINDS, VolumeEvents
+from scheduler.k8s.scheduling.volume_binder import VolumeBinder, VolumeBindError
+from scheduler.k8s.scheduling.volume_events import VOLUME_KINDS, VolumeEvents
 from scheduler.objects.volume_manifest import claim_from_manifest, volume_from_manifest
 from scheduler.objects.volumes import ClaimRef
 from scheduler.state.cluster_state import ClusterState

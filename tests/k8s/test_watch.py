@@ -13,8 +13,8 @@ from typing import Any, cast
 import pytest
 import urllib3
 
-from scheduler.k8s.api import KubeApi
-from scheduler.k8s.watch import LineDecoder, ResourceVersionGoneError, ResourceWatch
+from scheduler.k8s.client.api import KubeApi
+from scheduler.k8s.client.watch import LineDecoder, ResourceVersionGoneError, ResourceWatch
 
 
 def line(kind: str, obj: dict[str, Any]) -> bytes:

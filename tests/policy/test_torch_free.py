@@ -192,7 +192,7 @@ profile = build_profile("gnn", ProfileContext(typical_pods=typical_pods(pod_shap
 decision = schedule_pod(state, pods[1], profile, np.random.default_rng(0))
 assert decision.scheduled, decision
 import scheduler.cli
-import scheduler.k8s.operator
+import scheduler.k8s.process.operator
 heavy = sorted(m for m in ("torch", "torch_geometric", "matplotlib", "ray", "optuna") if m in sys.modules)
 print("scheduled on", decision.node, "heavy modules:", heavy)
 """

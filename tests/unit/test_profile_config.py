@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from scheduler.framework.preemption import PreemptionArgs
-from scheduler.k8s.settings import SettingsError, load_settings
+from scheduler.k8s.process.settings import SettingsError, load_settings
 from scheduler.plugins.profile_config import ProfileConfig, ProfileConfigError
 from scheduler.plugins.profiles import build, build_profile, resolve
 from scheduler.plugins.registry import ProfileContext

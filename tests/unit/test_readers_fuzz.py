@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduler.errors import SchedulerInputError
-from scheduler.k8s.cache import hami_usage
-from scheduler.k8s.node_protobuf import ProtobufError, decode_node_list
+from scheduler.k8s.client.node_protobuf import ProtobufError, decode_node_list
+from scheduler.k8s.scheduling.cache import hami_usage
 from scheduler.objects.node_manifest import node_from_manifest
 from scheduler.objects.pod_group import pod_group_from_manifest
 from scheduler.objects.pod_manifest import pod_from_manifest

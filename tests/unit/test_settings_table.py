@@ -19,7 +19,7 @@ def test_the_readmes_table_is_the_generated_one() -> None:
 
 
 def _row(setting: str) -> tuple[str, str, str, str]:
-    from scheduler.k8s.settings import Settings  # noqa: PLC0415
+    from scheduler.k8s.process.settings import Settings  # noqa: PLC0415
 
     return next(row for row in rows(Settings) if row[0] == f"`{setting}`")
 
@@ -51,7 +51,7 @@ def test_a_row_says_the_type_bounds_default_and_description(
 
 
 def test_every_setting_has_a_row_and_nested_models_are_flattened() -> None:
-    from scheduler.k8s.settings import Settings  # noqa: PLC0415
+    from scheduler.k8s.process.settings import Settings  # noqa: PLC0415
 
     names = [row[0].strip("`") for row in rows(Settings)]
     assert len(names) == len(set(names))

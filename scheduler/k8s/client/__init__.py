@@ -1,0 +1,1 @@
+"""Reaching the API server: credentials, reads, watches, writes, retries."""

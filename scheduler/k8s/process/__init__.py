@@ -1,0 +1,1 @@
+"""The process: command line, settings, kopf's lifecycle, start, leader election."""

@@ -1,0 +1,1 @@
+"""The scheduler at run time: cache, queue, cycles, binding, preemption, reports."""

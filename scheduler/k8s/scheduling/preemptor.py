@@ -1,0 +1,173 @@
+"""DefaultPreemption through the API, as kube-scheduler's ``prepareCandidate`` does it.
+
+The decision is the core's (``scheduler.framework.preemption``); here: the cluster's
+PodDisruptionBudgets are read, the pod's nomination is taken in the cache at once (so
+the next pods leave the room to it), then each victim gets the ``DisruptionTarget``
+condition, is deleted (only if it is still the pod of that UID) and gets kube's
+``Preempted`` event; lower-priority pods nominated to the node lose their nomination.
+The pod itself is decided again when its victims are gone (their deletion is a cluster
+event) and goes to its nominated node if it fits there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from scheduler.errors import SchedulerInputError
+from scheduler.framework.gang_preemption import GangPreemption
+from scheduler.framework.preemption import (
+    PreemptionFailure,
+    PreemptionOutcome,
+    filter_with_nominated_pods,
+    preempt,
+)
+from scheduler.framework.preemption_victims import PodDisruptionBudget
+from scheduler.framework.profile import Profile
+from scheduler.k8s.client.api import KubeApi, now
+from scheduler.k8s.scheduling.cache import SchedulerCache
+from scheduler.objects.fields import FieldReader
+from scheduler.objects.pod import Pod
+
+log = logging.getLogger(__name__)
+# kube-scheduler v1.36's default profile runs DynamicResources' PostFilter before
+# DefaultPreemption. For a pod without resource claims (every pod rl-scheduler schedules:
+# it refuses those with claims) that plugin says this, and kube joins the PostFilter
+# plugins' messages with ", " (seen in the e2e parity test against kube-scheduler).
+NO_CLAIMS_TO_DEALLOCATE = "no new claims to deallocate"
+
+
+def failed_scheduling_message(failure: PreemptionFailure) -> str:
+    """The FailedScheduling message of a pod preemption did not help, as kube's."""
+    fit = failure.message.removesuffix(failure.post_filter_message).rstrip()
+    return f"{fit} {NO_CLAIMS_TO_DEALLOCATE}, {failure.post_filter_message}"
+
+
+def budget_from_manifest(manifest: Mapping[str, Any]) -> PodDisruptionBudget:
+    """A ``policy/v1`` PodDisruptionBudget as preemption reads it (raises
+    ``SchedulerInputError`` naming the budget and the field)."""
+    metadata = manifest.get("metadata") or {}
+    namespace, name = str(metadata.get("namespace") or "default"), str(metadata.get("name"))
+    reader = FieldReader(f"poddisruptionbudget {namespace}/{name}")
+    spec = reader.mapping(manifest.get("spec"), "spec")
+    status = reader.mapping(manifest.get("status"), "status")
+    selector = reader.label_selector(spec.get("selector"), "spec.selector")
+    allowed = reader.integer(status.get("disruptionsAllowed"), "status.disruptionsAllowed")
+    disrupted = reader.mapping(status.get("disruptedPods"), "status.disruptedPods")
+    return PodDisruptionBudget(namespace, name, selector, allowed, frozenset(str(k) for k in disrupted))
+
+
+def disruption_target(pod: Pod) -> dict[str, Any]:
+    """The condition kube-scheduler sets on a victim before deleting it."""
+    return {
+        "type": "DisruptionTarget",
+        "status": "True",
+        "reason": "PreemptionByScheduler",
+        "message": f"{pod.scheduler_name}: preempting to accommodate a higher priority pod",
+        "lastTransitionTime": now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+class Preemptor:
+    def __init__(self, api: KubeApi, cache: SchedulerCache, rng: np.random.Generator) -> None:
+        self.api = api
+        self.cache = cache
+        self.rng = rng
+        # Pods whose preemption is being decided or carried out: one at a time each.
+        self.in_flight: set[str] = set()
+
+    def nominated_besides(self, pod: Pod) -> list[Pod]:
+        return [p for key, p in self.cache.nominated.items() if key != pod.key]
+
+    async def budgets(self) -> list[PodDisruptionBudget]:
+        budgets = []
+        for item in await self.api.list_pod_disruption_budgets():
+            try:
+                budgets.append(budget_from_manifest(item))
+            except SchedulerInputError as error:
+                log.warning("preemption ignores a budget: %s", error)
+        return budgets
+
+    async def decide(
+        self, pod: Pod, profile: Profile, namespace_labels: Mapping[str, Mapping[str, str]]
+    ) -> PreemptionOutcome | PreemptionFailure | None:
+        """The PostFilter decision on the cache as it is once the budgets are read; the
+        nomination is taken before anything else can run. None when the pod fits
+        somewhere by then (the cluster changed: it is decided again)."""
+        state = self.cache.state
+        # The budgets matter only where there are victims to choose: a pod of the lowest
+        # priority placed (the common case of a full cluster) costs no API call.
+        may_evict = pod.preemption_policy != "Never" and any(
+            placed.pod.priority < pod.priority for placed in state.placements.values()
+        )
+        budgets = await self.budgets() if may_evict else []
+        nominated = self.nominated_besides(pod)
+        statuses = filter_with_nominated_pods(state, profile.filters, pod, nominated, namespace_labels)
+        if statuses.feasible.size:
+            return None
+        outcome = preempt(
+            state,
+            profile.filters,
+            pod,
+            statuses,
+            self.rng,
+            pdbs=budgets,
+            nominated=nominated,
+            args=profile.preemption,
+            namespace_labels=namespace_labels,
+        )
+        if isinstance(outcome, PreemptionOutcome):
+            self.cache.nominate(dataclasses.replace(pod, nominated_node_name=outcome.node))
+            for other in outcome.nominations_to_clear:
+                self.cache.nominate(dataclasses.replace(other, nominated_node_name=""))
+        elif outcome.clears_nomination:
+            self.cache.nominated.pop(pod.key, None)
+        return outcome
+
+    async def carry_out(self, pod: Pod, outcome: PreemptionOutcome) -> None:
+        """Evict the victims (at once, as kube's parallel loop does) and clear the
+        lower-priority nominations on the node."""
+        log.info(
+            "pod %s preempts %d pod(s) on %s: %s",
+            pod.key,
+            len(outcome.victims),
+            outcome.node,
+            ", ".join(v.key for v in outcome.victims),
+        )
+        await asyncio.gather(
+            *(self._evict(pod, victim, outcome.node) for victim in outcome.victims),
+            *(self._clear_nomination(other) for other in outcome.nominations_to_clear),
+        )
+
+    async def carry_out_gang(self, outcome: GangPreemption) -> None:
+        """A gang's evictions, each for the member nominated to the victim's node."""
+        log.info(
+            "%d gang member(s) preempt %d pod(s): %s",
+            len(outcome.nominations),
+            len(outcome.evictions),
+            ", ".join(f"{e.victim.key} on {e.node}" for e in outcome.evictions),
+        )
+        await asyncio.gather(
+            *(self._evict(e.preemptor, e.victim, e.node) for e in outcome.evictions),
+            *(self._clear_nomination(other) for other in outcome.nominations_to_clear),
+        )
+
+    async def _evict(self, pod: Pod, victim: Pod, node: str) -> None:
+        await self.api.patch_pod_status(victim, {"conditions": [disruption_target(pod)]}, "DisruptionTarget")
+        if await self.api.delete_pod(victim):
+            await self.api.post_event(
+                victim,
+                type_="Normal",
+                reason="Preempted",
+                action="Preempting",
+                note=f"Preempted by pod {pod.uid} on node {node}",
+                related=pod,
+            )
+
+    async def _clear_nomination(self, other: Pod) -> None:
+        await self.api.patch_pod_status(other, {"nominatedNodeName": None}, "nominatedNodeName")

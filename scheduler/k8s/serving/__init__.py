@@ -1,0 +1,1 @@
+"""The serving port: /metrics, /healthz, /readyz, TLS and delegated auth."""

@@ -1,0 +1,209 @@
+"""The serving port (``/metrics``, ``/healthz``, ``/readyz``) as kube-scheduler serves
+its own: HTTPS (``scheduler.k8s.serving.serving_tls``), each request decided by the API
+server unless its path is always allowed (``scheduler.k8s.serving.delegated_auth``), and the
+answers of ``scheduler.k8s.serving.http``.
+
+What one client can hold is bounded: ``max_connections`` connections
+(``scheduler.k8s.serving.connections``: past it, the one idle longest gives way), the TLS
+handshake and a request's head within ``read_timeout_s`` of the connection or of the
+request's first byte, a kept connection closed after ``idle_timeout_s`` without a
+request, an answer the client does not read closed after ``write_timeout_s``. The
+process's soft limit of open files is raised to its hard limit at start, as Go's
+runtime does for kube-scheduler.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import queue
+import resource
+import ssl
+import threading
+
+from scheduler.k8s.process.settings import ServingSettings
+from scheduler.k8s.serving.connections import ConnectionTable
+from scheduler.k8s.serving.delegated_auth import ALLOWED, DelegatedAuth
+from scheduler.k8s.serving.http import MAX_HEAD_BYTES, Answer, Route, encode, parse_request, route
+from scheduler.k8s.serving.serving_tls import ServingCertificate
+
+log = logging.getLogger(__name__)
+# What ends a connection without an answer: the peer went, was too slow or sent too much.
+DROPPED = (ConnectionError, OSError, TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError)
+# Connections the kernel queues before they are accepted (asyncio's default is 100).
+BACKLOG = 1024
+CLOSE_WAIT_S = 1.0
+WRITE_CHUNK = 64 * 1024
+
+
+def raise_open_files_limit() -> int:
+    """The soft RLIMIT_NOFILE raised to the hard one; returns the limit in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != soft:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            return hard
+    return soft
+
+
+class Server:
+    """Serves ``routes`` to each admitted connection."""
+
+    def __init__(
+        self,
+        routes: dict[str, Route],
+        ssl_context: ssl.SSLContext | ServingCertificate | None,
+        auth: DelegatedAuth | None,
+        limits: ServingSettings,
+    ) -> None:
+        # ssl_context None: plain HTTP; auth None: every path open. Both for tests only.
+        # A ServingCertificate gives each connection the current certificate.
+        self.routes = routes
+        self.ssl_context = ssl_context
+        self.auth = auth
+        self.limits = limits
+        self.table: ConnectionTable[asyncio.StreamWriter] = ConnectionTable(limits.max_connections)
+        self.refused = 0
+
+    async def on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        admitted, evicted = self.table.admit(writer)
+        if evicted is not None:
+            evicted.transport.abort()
+        if not admitted:
+            self.refused += 1
+            writer.transport.abort()
+            return
+        try:
+            await self.serve_connection(reader, writer)
+        except DROPPED:
+            pass
+        except asyncio.CancelledError:
+            pass  # the loop is closing (its end cancels connections' tasks): close quietly
+        finally:
+            self.table.remove(writer)
+            await close(writer)
+
+    async def serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        loop = asyncio.get_running_loop()
+        limits = self.limits
+        async with asyncio.timeout(limits.read_timeout_s):
+            if isinstance(self.ssl_context, ServingCertificate):
+                await start_tls(writer, self.ssl_context.context())
+            elif self.ssl_context is not None:
+                await start_tls(writer, self.ssl_context)
+            head = await read_head(reader)
+        while True:
+            if not self.table.busy(writer):
+                return  # evicted meanwhile
+            request = parse_request(head)
+            if isinstance(request, Answer):
+                await self.send(writer, encode(request, head_only=False, keep_alive=False))
+                return
+            verdict = ALLOWED
+            if self.auth is not None:  # before routing, as kube's filters: 401 for any path
+                verdict = await self.auth.check(request.path, request.headers.get("authorization"))
+            if verdict.allowed:
+                answer = route(request, self.routes)
+            else:
+                answer = Answer(verdict.status, verdict.reason.encode())
+            await self.send(writer, encode(answer, request.method == "HEAD", request.keep_alive))
+            if not request.keep_alive:
+                return
+            self.table.idle(writer)
+            async with asyncio.timeout(limits.idle_timeout_s):
+                first = await reader.readexactly(1)
+            async with asyncio.timeout_at(loop.time() + limits.read_timeout_s):
+                head = first + await read_head(reader)
+
+    async def send(self, writer: asyncio.StreamWriter, reply: bytes) -> None:
+        # In chunks: asyncio's TLS transport hands all it is given to the socket's buffer
+        # at once, and drain() would not wait for a client that does not read.
+        view = memoryview(reply)
+        async with asyncio.timeout(self.limits.write_timeout_s):
+            for start in range(0, len(view), WRITE_CHUNK):
+                writer.write(view[start : start + WRITE_CHUNK])
+                await writer.drain()
+
+
+async def start_tls(writer: asyncio.StreamWriter, context: ssl.SSLContext) -> None:
+    """The server's side of a TLS handshake on an accepted connection (counted and
+    timed from its accept, unlike ``start_server(ssl=...)``'s handshakes)."""
+    plain = writer.transport
+    try:
+        await writer.start_tls(context)
+    except AttributeError:
+        # The connection was lost during the handshake: asyncio (3.11-3.13) then fails
+        # on the None transport it got back and leaves None in the writer, which the
+        # writer's close() and __del__ do not expect.
+        writer._transport = plain  # type: ignore[attr-defined]
+        raise ConnectionResetError("the connection was lost during the TLS handshake") from None
+
+
+async def read_head(reader: asyncio.StreamReader) -> bytes:
+    """A request's line and headers, without the blank line that ends them."""
+    return (await reader.readuntil(b"\r\n\r\n"))[:-4]
+
+
+async def close(writer: asyncio.StreamWriter) -> None:
+    """Close, waiting at most ``CLOSE_WAIT_S`` for the peer (a TLS close_notify)."""
+    if writer.transport.is_closing():
+        return  # aborted (given way, or lost in its handshake): nothing to wait for
+    writer.close()
+    try:
+        async with asyncio.timeout(CLOSE_WAIT_S):
+            await writer.wait_closed()
+    except (ConnectionError, OSError, TimeoutError):
+        writer.transport.abort()
+
+
+async def serve(
+    routes: dict[str, Route],
+    address: str,
+    *,
+    ssl_context: ssl.SSLContext | ServingCertificate | None,
+    auth: DelegatedAuth | None,
+    limits: ServingSettings | None = None,
+) -> asyncio.Server:
+    """Listen on ``host:port`` (``0.0.0.0:10259``; an empty host is every address)."""
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")  # [::]:10259
+    server = Server(routes, ssl_context, auth, limits or ServingSettings())
+    return await asyncio.start_server(
+        server.on_connection, host or None, int(port), limit=MAX_HEAD_BYTES, backlog=BACKLOG
+    )
+
+
+async def serve_securely(
+    routes: dict[str, Route], address: str, settings: ServingSettings, auth: DelegatedAuth
+) -> asyncio.Server:
+    """``serve`` over HTTPS with ``settings``' certificate (or a self-signed one) and
+    ``auth``, the open-files limit raised first."""
+    raise_open_files_limit()
+    # ~50 ms for a self-signed certificate (cryptography's import): off the event loop.
+    certificate = await asyncio.to_thread(ServingCertificate, settings.tls_cert_file, settings.tls_key_file)
+    return await serve(routes, address, ssl_context=certificate, auth=auth, limits=settings)
+
+
+def serve_in_thread(
+    routes: dict[str, Route], address: str, settings: ServingSettings, auth: DelegatedAuth
+) -> threading.Thread:
+    """``serve_securely`` on an event loop of its own, in a daemon thread (the trainer,
+    whose rounds block); returns once it listens, or raises why it could not."""
+    listening: queue.Queue[BaseException | None] = queue.Queue(1)
+
+    async def main() -> None:
+        try:
+            server = await serve_securely(routes, address, settings, auth)
+        except BaseException as error:
+            listening.put(error)
+            raise
+        listening.put(None)
+        await server.serve_forever()
+
+    thread = threading.Thread(target=asyncio.run, args=(main(),), name="serving", daemon=True)
+    thread.start()
+    error = listening.get()
+    if error is not None:
+        raise error
+    return thread
