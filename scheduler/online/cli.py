@@ -72,6 +72,24 @@ def register(commands: Any) -> None:
         help="seconds to watch a promotion",
     )
     trainer.add_argument(
+        "--lifetime-refit-interval",
+        type=number(float, NON_NEGATIVE),
+        default=600.0,
+        help="least seconds between refits of the lifetime model (0: never refit)",
+    )
+    trainer.add_argument(
+        "--lifetime-min-ended",
+        type=number(int, COUNT),
+        default=200,
+        help="observed pods that must have ended since the last lifetime refit",
+    )
+    trainer.add_argument(
+        "--lifetime-margin",
+        type=number(float, NON_NEGATIVE),
+        default=0.05,
+        help="nats per held-out pod a refitted lifetime model must win by",
+    )
+    trainer.add_argument(
         "--metrics-port",
         type=number(int, PORT),
         default=10261,
@@ -160,6 +178,7 @@ def _nodes_from_api(api_client: Any) -> Any:
 
 
 def run_trainer(args: argparse.Namespace) -> int:
+    from scheduler.online.lifetime_refit import RefitConfig  # noqa: PLC0415
     from scheduler.online.trainer import Trainer, TrainerConfig  # noqa: PLC0415 - torch loads here
     from scheduler.online.tuning import TuningArgs  # noqa: PLC0415
 
@@ -175,6 +194,9 @@ def run_trainer(args: argparse.Namespace) -> int:
         scheduler_metrics_url=args.scheduler_metrics,
         scheduler_metrics_token_file=args.scheduler_metrics_token_file,
         rollback_after_s=args.rollback_after,
+        lifetime_refit_interval_s=args.lifetime_refit_interval,
+        lifetime_min_new_ended=args.lifetime_min_ended,
+        lifetime_refit=RefitConfig(margin=args.lifetime_margin),
     )
     api_client = _api_client(args.kubeconfig)
     trainer = Trainer(config, _nodes_from_api(api_client))

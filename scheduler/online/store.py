@@ -1,7 +1,7 @@
 """Published policy versions on the volume the trainer and the scheduler share.
 
     <root>/v000001/           manifest.json + model.safetensors (a checkpoint)
-    <root>/v000002/
+    <root>/v000002/           ... and lifetimes/ (a lifetime model, ``lifetime_refit``)
     <root>/current -> v000002 the version the scheduler loads
 
 Publishing is atomic: the checkpoint is written into a hidden temporary folder,

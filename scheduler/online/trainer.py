@@ -8,12 +8,19 @@ wins is published to the policy store, which the scheduler reloads without a
 restart. Candidates dropped into ``<shared>/candidates/`` (``rl-scheduler policy
 submit``) go through the same gate.
 
-After a promotion it watches the scheduler's own metrics; if the failed-scheduling
-rate or the fragmentation turns worse than under the incumbent, it rolls back.
+Each round it also refits the lifetime model on the pods it saw start and end, once
+enough new pods have ended, gates the refit on the newest pods it did not fit on
+(``lifetime_refit``) and publishes a winner as a version that keeps the incumbent
+policy and adds ``lifetimes/``. A published policy keeps the current ``lifetimes/``.
+
+After a promotion (of either) it watches the scheduler's own metrics; if the
+failed-scheduling rate or the fragmentation turns worse than under the incumbent, it
+rolls back.
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 import shutil
 import ssl
@@ -26,14 +33,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler.errors import SchedulerInputError
 from scheduler.objects.node import Node
 from scheduler.online.experience import read_records
 from scheduler.online.gate import Verdict, judge
+from scheduler.online.lifetime_refit import (
+    LifetimeVerdict,
+    RefitConfig,
+    carry_lifetimes,
+    incumbent_lifetimes,
+    judge_lifetimes,
+    publish_lifetimes,
+)
+from scheduler.online.observed_lifetimes import DEFAULT_MAX_PODS, ObservedLifetimes
 from scheduler.online.store import PolicyStore
+from scheduler.online.trainer_metrics import TrainerMetrics
 from scheduler.online.tuning import TuningArgs, fine_tune
 from scheduler.online.twin import Shape, make_episode, shapes_from_records
 from scheduler.policy.checkpoint import Manifest, load_checkpoint, save_checkpoint
@@ -64,6 +81,12 @@ class TrainerConfig:
     rollback_after_s: float = 300.0
     rollback_failure_rate_margin: float = 0.05
     rollback_fragmentation_margin: float = 0.05
+    # Lifetime refits: at most one per interval (0: never), once this many more of the
+    # observed pods have ended since the last one.
+    lifetime_refit_interval_s: float = 600.0
+    lifetime_min_new_ended: int = 200
+    lifetime_max_pods: int = DEFAULT_MAX_PODS
+    lifetime_refit: RefitConfig = field(default_factory=RefitConfig)
 
     @property
     def experience_dir(self) -> Path:
@@ -76,51 +99,6 @@ class TrainerConfig:
     @property
     def candidates_dir(self) -> Path:
         return self.shared_dir / "candidates"
-
-
-class TrainerMetrics:
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        r = self.registry
-        self.updates = Counter("rl_scheduler_trainer_updates_total", "Fine-tuning rounds run.", registry=r)
-        self.candidate_score = Gauge(
-            "rl_scheduler_trainer_candidate_score",
-            "The last candidate's fitness on the held-out replay.",
-            registry=r,
-        )
-        self.incumbent_score = Gauge(
-            "rl_scheduler_trainer_incumbent_score", "The incumbent's fitness on the same replay.", registry=r
-        )
-        self.fallback_score = Gauge(
-            "rl_scheduler_trainer_fallback_score",
-            "The heuristic fallback's fitness on the same replay.",
-            registry=r,
-        )
-        self.promotions = Counter(
-            "rl_scheduler_trainer_promotions_total", "Candidates published.", registry=r
-        )
-        self.rejections = Counter(
-            "rl_scheduler_trainer_rejections_total",
-            "Candidates the gate refused, by reason.",
-            ["reason"],
-            registry=r,
-        )
-        self.rollbacks = Counter(
-            "rl_scheduler_trainer_rollbacks_total",
-            "Promotions undone because live metrics worsened.",
-            registry=r,
-        )
-        self.experience_lag = Gauge(
-            "rl_scheduler_trainer_experience_lag_seconds",
-            "Age of the newest experience record the trainer has read.",
-            registry=r,
-        )
-        self.records = Counter(
-            "rl_scheduler_trainer_records_read_total", "Experience records read.", registry=r
-        )
-        self.policy_version = Gauge(
-            "rl_scheduler_trainer_policy_version", "Version N of the current published policy vN.", registry=r
-        )
 
 
 @dataclass(frozen=True)
@@ -158,6 +136,10 @@ class Trainer:
         self.attempts_left = 0
         self.watch: Watch | None = None
         self.previous_counters: LiveCounters | None = None
+        self.lifetimes = ObservedLifetimes(config.lifetime_max_pods)
+        self.skipped_counted: collections.Counter[str] = collections.Counter()
+        self.ended_at_last_refit = 0
+        self.last_refit = time.monotonic()
 
     # ---- inputs ---------------------------------------------------------------
 
@@ -166,14 +148,23 @@ class Trainer:
         newest = 0.0
         for record in read_records(self.config.experience_dir, self.last_seq):
             self.last_seq = max(self.last_seq, int(record["seq"]))
-            newest = max(newest, float(record.get("t", 0.0)))
+            t = record.get("t")
+            if isinstance(t, (int, float)) and not isinstance(t, bool):
+                newest = max(newest, float(t))
             count += 1
+            self.lifetimes.observe((record,))
             for shape in shapes_from_records([record]):
                 self.window.append(shape)
                 self.new_arrivals += 1
         if count:
             self.metrics.records.inc(count)
             self.metrics.experience_lag.set(max(0.0, time.time() - newest))
+        for reason, skipped in self.lifetimes.skipped.items():
+            self.metrics.lifetime_skipped.labels(reason).inc(skipped - self.skipped_counted[reason])
+            self.skipped_counted[reason] = skipped
+        ended = self.lifetimes.ended
+        self.metrics.lifetime_pods.labels("ended").set(ended)
+        self.metrics.lifetime_pods.labels("running").set(len(self.lifetimes) - ended)
         return count
 
     def incumbent(self) -> NodeScorer:
@@ -197,6 +188,7 @@ class Trainer:
         self.check_rollback()
         for submitted in self.submitted():
             self.gate_submitted(submitted, seed)
+        self.refit_lifetimes()
         if self.new_arrivals >= self.config.min_new_arrivals:
             self.new_arrivals = 0
             self.attempts_left = self.config.attempts_per_window
@@ -230,17 +222,77 @@ class Trainer:
             self.metrics.rejections.labels(verdict.reason.replace(" ", "_")).inc()
 
     def publish(self, model: NodeScorer, training: dict[str, Any]) -> str:
-        now = self.live_counters()
-        version = self.store.publish(
-            lambda folder: save_checkpoint(model, folder, Manifest(training=training))
-        )
+        replaced = self.store.current_path()
+
+        def write(folder: Path) -> None:
+            save_checkpoint(model, folder, Manifest(training=training))
+            carry_lifetimes(replaced, folder)
+
+        version = self.published(lambda: self.store.publish(write))
         self.metrics.promotions.inc()
+        log.info("published policy %s", version)
+        return version
+
+    def published(self, publish: Callable[[], str]) -> str:
+        """Publish a version and watch it for a rollback."""
+        now = self.live_counters()
+        version = publish()
         self.metrics.policy_version.set(int(version[1:]))
         if now is not None and self.previous_counters is not None:
             before = now.failure_share_since(self.previous_counters)
             self.watch = Watch(version, time.monotonic(), now, before)
-        log.info("published policy %s", version)
         return version
+
+    # ---- lifetimes ----------------------------------------------------------------
+
+    def refit_lifetimes(self, now: float | None = None) -> LifetimeVerdict | None:
+        """Refit, gate and maybe publish the lifetime model, when it is time and enough
+        new pods have ended; returns the verdict."""
+        config = self.config
+        ended = self.lifetimes.ended
+        if (
+            config.lifetime_refit_interval_s <= 0
+            or time.monotonic() - self.last_refit < config.lifetime_refit_interval_s
+            or ended - self.ended_at_last_refit < config.lifetime_min_new_ended
+        ):
+            return None
+        pods = self.lifetimes.lifetimes(time.time() if now is None else now)
+        incumbent, source = incumbent_lifetimes(self.store)
+        judged = judge_lifetimes(pods, incumbent, config.lifetime_refit)
+        if judged is None:
+            return None
+        self.last_refit = time.monotonic()
+        self.ended_at_last_refit = ended
+        verdict, candidate = judged
+        self.metrics.lifetime_refits.inc()
+        for model, ll, p90 in (
+            ("candidate", verdict.candidate_log_likelihood, verdict.candidate_p90_coverage),
+            ("incumbent", verdict.incumbent_log_likelihood, verdict.incumbent_p90_coverage),
+        ):
+            self.metrics.lifetime_log_likelihood.labels(model).set(ll)
+            self.metrics.lifetime_p90_coverage.labels(model).set(p90)
+        log.info("lifetime gate: %s", verdict.describe())
+        if not verdict.promote:
+            self.metrics.lifetime_rejections.labels(verdict.reason.replace(" ", "_")).inc()
+            return verdict
+        training = {
+            "stage": "online",
+            "source": "experience log",
+            "pods": verdict.train_pods,
+            "ended": verdict.train_ended,
+            "censored": verdict.train_pods - verdict.train_ended,
+            "cut_s": round(verdict.cut_s, 3),
+            "incumbent": source,
+            "iterations": verdict.fit_iterations,
+            "converged": verdict.fit_converged,
+            "seconds": round(verdict.fit_seconds, 3),
+        }
+        version = self.published(
+            lambda: publish_lifetimes(self.store, candidate, training, {"gate": verdict.record()})
+        )
+        self.metrics.lifetime_promotions.inc()
+        log.info("published lifetimes %s", version)
+        return verdict
 
     # ---- submitted candidates ---------------------------------------------------
 

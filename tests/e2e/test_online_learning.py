@@ -148,6 +148,8 @@ def test_the_trainer_promotes_a_better_policy_for_a_shifted_mix_and_refuses_a_wo
             "3",
             "--rollback-after",
             "3600",
+            "--lifetime-refit-interval",
+            "0",  # policies only here: a lifetime refit would publish versions of its own
         ) as trainer,
     ):
         pid = scheduler.process.pid if scheduler.process else 0

@@ -268,8 +268,19 @@ class SchedulerRuntime:
             self.gangs.forget_pod(key)
             if self.queue.forget(key):
                 self.reporter.forget(key)
+        if not self.synced.is_set():  # at start only: a line of every pod of ours each resync is too much
+            self._record_residents()
         self.synced.set()
         return versions
+
+    def _record_residents(self) -> None:
+        """Our pods on nodes after the first listing, for the trainer's lifetimes: a pod it
+        saw bound that is not among them left while no scheduler watched (a restart), so
+        it is censored where a listing last had it, not taken as still running."""
+        if self.experience is not None:
+            names = self.cache.scheduler_names
+            ours = sorted(k for k, p in self.cache.state.placements.items() if p.pod.scheduler_name in names)
+            self.experience.append({"kind": "residents", "t": time.time(), "pods": ours})
 
     async def resync_forever(self) -> None:
         while True:
