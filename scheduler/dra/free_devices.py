@@ -1,0 +1,61 @@
+"""Per node, how many devices of a class are free and how many there are: what a score
+plugin (or the graph builder) can read to prefer or avoid a node for a DRA pod.
+
+A device counts for a node when its pool is complete and valid, its slice (or, with
+per-device node selection, the device) applies to the node, the allocator allocates
+such devices at all (``pools.allocatable``) and the class' selectors select it; it
+is free when no allocated claim consumes it. A selector that fails on a device leaves
+that device out (the allocator reports the error when a claim asks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from scheduler.dra import cel_selectors
+from scheduler.dra.constraints import DeviceId
+from scheduler.dra.objects import Device, DeviceClass, ResourceSlice
+from scheduler.dra.pools import allocatable, device_on_node, gather_pools
+
+
+@dataclass(frozen=True, slots=True)
+class FreeDevices:
+    free: int
+    total: int
+
+
+def _selected(cls: DeviceClass, driver: str, device: Device) -> bool:
+    try:
+        variable = cel_selectors.device_variable(driver, device)
+        return all(cel_selectors.matches(cel_selectors.compile_selector(e), variable) for e in cls.selectors)
+    except cel_selectors.SelectorError:
+        return False
+
+
+def free_devices(
+    cls: DeviceClass,
+    slices: Iterable[ResourceSlice],
+    nodes: Mapping[str, Mapping[str, str]],
+    in_use: set[DeviceId],
+) -> dict[str, FreeDevices]:
+    """Per node name (``nodes``: name -> labels), the class' devices free and in all."""
+    every = list(slices)
+    out: dict[str, FreeDevices] = {}
+    for node_name, labels in nodes.items():
+        free = total = 0
+        for pool in gather_pools(every, node_name, labels):
+            if pool.incomplete or pool.invalid_reason:
+                continue
+            for s in pool.slices:
+                for device in s.devices:
+                    if s.per_device_node_selection and not device_on_node(node_name, labels, device):
+                        continue
+                    if not allocatable(device):
+                        continue
+                    if not _selected(cls, pool.driver, device):
+                        continue
+                    total += 1
+                    free += (pool.driver, pool.name, device.name) not in in_use
+        out[node_name] = FreeDevices(free, total)
+    return out

@@ -1,0 +1,169 @@
+"""The resource pools a node sees, as kube's ``GatherPools``
+(``structured/internal/stable/pools_stable.go``) gathers them.
+
+A slice applies to a node by ``nodeName``, ``allNodes`` or ``nodeSelector``, or, with
+``perDeviceNodeSelection``, when one of its devices does. Per pool (driver, pool name)
+only the slices of the newest generation count. A pool is complete when the node sees
+``resourceSliceCount`` slices of that generation, or all slices of the pool in the
+cluster number that many (some target other nodes); it is incomplete otherwise (being
+updated: its devices are not allocated, and a request for ``All`` devices fails), and
+ignored when the node's newest slices are older than the pool's newest generation.
+A pool with a device name twice is invalid.
+
+kube iterates its pools in Go map order (random) and slices in lister order; here pools
+are in (driver, pool) order and slices by name, so the search order is fixed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from scheduler.dra.objects import Device, ResourceSlice
+from scheduler.objects.selectors import NodeSelector
+
+
+class NodeSelectorError(Exception):
+    """A slice's node selector that kube cannot fold into an allocation's."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    driver: str
+    name: str
+    slices: tuple[ResourceSlice, ...] = ()
+    incomplete: bool = False
+    invalid_reason: str = ""
+
+    @property
+    def pool_id(self) -> str:
+        return f"{self.driver}/{self.name}"
+
+
+def node_matches(
+    node_name: str, labels: Mapping[str, str], name: str, all_nodes: bool, selector: NodeSelector | None
+) -> bool:
+    """``NodeMatches``: a node name, all nodes, or a node selector; none of them, no node."""
+    if name:
+        return node_name == name
+    if all_nodes:
+        return True
+    if selector is not None:
+        return selector.matches(node_name, labels)
+    return False
+
+
+def allocatable(device: Device) -> bool:
+    """Whether this allocator ever allocates the device: not for the features it does
+    not implement (partitionable devices, taints, binding conditions, consumable
+    capacity; docs/dra.md)."""
+    return not (
+        device.consumes_counters
+        or device.tainted
+        or device.binding_conditions
+        or device.allow_multiple_allocations
+    )
+
+
+def device_on_node(node_name: str, labels: Mapping[str, str], device: Device) -> bool:
+    return node_matches(node_name, labels, device.node_name, device.all_nodes, device.node_selector)
+
+
+def _slice_applies(node_name: str, labels: Mapping[str, str], s: ResourceSlice) -> bool:
+    if s.shared_counters:
+        return False  # partitionable devices: not implemented (docs/dra.md)
+    if s.node_name or s.all_nodes or s.node_selector is not None:
+        return node_matches(node_name, labels, s.node_name, s.all_nodes, s.node_selector)
+    if s.per_device_node_selection:
+        return any(device_on_node(node_name, labels, d) for d in s.devices)
+    return False
+
+
+def gather_pools(slices: Iterable[ResourceSlice], node_name: str, labels: Mapping[str, str]) -> list[Pool]:
+    every = sorted(slices, key=lambda s: (s.driver, s.pool, s.name))
+    by_pool: dict[tuple[str, str], list[ResourceSlice]] = {}
+    newest: dict[tuple[str, str], int] = {}
+    for s in every:
+        key = (s.driver, s.pool)
+        newest[key] = max(newest.get(key, s.generation), s.generation)
+        if not _slice_applies(node_name, labels, s):
+            continue
+        have = by_pool.get(key)
+        if have is None or s.generation > have[0].generation:
+            by_pool[key] = [s]
+        elif s.generation == have[0].generation:
+            have.append(s)
+    pools = []
+    for (driver, name), found in sorted(by_pool.items()):
+        generation, expected = found[0].generation, found[0].resource_slice_count
+        if len(found) != expected:
+            if generation < newest[(driver, name)]:
+                continue  # obsolete: a newer generation exists elsewhere
+            everywhere = [
+                s for s in every if (s.driver, s.pool) == (driver, name) and s.generation == generation
+            ]
+            if len(everywhere) != expected:
+                pools.append(Pool(driver, name, incomplete=True))
+                continue
+        pools.append(_build(driver, name, tuple(found)))
+    return pools
+
+
+def _build(driver: str, name: str, found: tuple[ResourceSlice, ...]) -> Pool:
+    seen: set[str] = set()
+    for s in found:
+        for device in s.devices:
+            if device.name in seen:
+                return Pool(driver, name, invalid_reason=f"duplicate device name {device.name}")
+            seen.add(device.name)
+    return Pool(driver, name, found)
+
+
+def _requirement(r: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"key": r.key, "operator": r.operator}
+    if r.values:
+        out["values"] = list(r.values)
+    return out
+
+
+def allocation_node_selector(taken: Sequence[tuple[ResourceSlice, Device]]) -> dict[str, Any] | None:
+    """``createNodeSelector``: the first device on a named node pins the claim to that
+    node; otherwise the single-term node selectors of the slices (or devices) are
+    ANDed; none, and the claim is usable on any node (``None``)."""
+    fields: list[dict[str, Any]] = []
+    expressions: list[dict[str, Any]] = []
+    for s, device in taken:
+        source: Any = device if s.per_device_node_selection else s
+        if source.node_name:
+            return {
+                "nodeSelectorTerms": [
+                    {
+                        "matchFields": [
+                            {"key": "metadata.name", "operator": "In", "values": [source.node_name]}
+                        ]
+                    }
+                ]
+            }
+        selector = source.node_selector
+        if selector is None:
+            continue
+        if len(selector.terms) > 1:
+            raise NodeSelectorError(
+                f"unsupported ResourceSlice.NodeSelector with {len(selector.terms)} terms"
+            )
+        for term in selector.terms:
+            for r in term.match_fields:
+                if _requirement(r) not in fields:
+                    fields.append(_requirement(r))
+            for r in term.match_expressions:
+                if _requirement(r) not in expressions:
+                    expressions.append(_requirement(r))
+    if not fields and not expressions:
+        return None
+    merged: dict[str, Any] = {}
+    if expressions:
+        merged["matchExpressions"] = expressions
+    if fields:
+        merged["matchFields"] = fields
+    return {"nodeSelectorTerms": [merged]}
