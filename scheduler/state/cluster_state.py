@@ -20,6 +20,7 @@ import numpy.typing as npt
 from scheduler.objects.node import Gpu, Node
 from scheduler.objects.pod import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Pod
 from scheduler.resources.gpu import MAX_GPUS_PER_NODE, MILLI_PER_GPU
+from scheduler.state.pod_groups import PodGroups
 from scheduler.volumes.catalog import VolumeCatalog
 
 IntArray = npt.NDArray[np.int64]
@@ -108,6 +109,8 @@ class ClusterState:
         # preferred (kube's ``PodsWithAffinity``): the InterPodAffinity score reads their
         # terms for every incoming pod.
         self.affinity_pod_keys: set[str] = set()
+        # The placed pods grouped by namespace, labels and affinity terms, per node row.
+        self.pod_groups = PodGroups()
         # Claims, volumes, classes and CSI limits (empty in trace replays).
         self.volumes = VolumeCatalog()
         # Bumped when nodes are added or removed or their labels/taints change.
@@ -284,6 +287,7 @@ class ClusterState:
         orphans = list(self.pods_on_node[i].values())
         for pod in orphans:
             del self.placements[pod.key]
+            self.pod_groups.remove(pod.key)
             self.anti_affinity_pod_keys.discard(pod.key)
             self.affinity_pod_keys.discard(pod.key)
         last = self._size - 1
@@ -292,6 +296,8 @@ class ClusterState:
             self.nodes[i] = moved
             self.node_index[moved.name] = i
             self.pods_on_node[i] = self.pods_on_node[last]
+            for pod in self.pods_on_node[i].values():
+                self.pod_groups.move(pod, i)
             for array in self._node_rows():
                 array[i] = array[last]
             self._touch(i)
@@ -368,6 +374,7 @@ class ClusterState:
         self._touch(i)
         self.placements[pod.key] = Placement(pod, node, tuple(u.index for u in usage), usage)
         self.pods_on_node[i][pod.key] = pod
+        self.pod_groups.add(pod, i)
         if pod.pod_anti_affinity.required:
             self.anti_affinity_pod_keys.add(pod.key)
         if pod.has_pod_affinity_terms:
@@ -387,7 +394,9 @@ class ClusterState:
         placement = self.placements[pod_key]
         pod = replace(placement.pod, **changes)
         self.placements[pod_key] = replace(placement, pod=pod)
-        self.pods_on_node[self.node_index[placement.node]][pod_key] = pod
+        i = self.node_index[placement.node]
+        self.pods_on_node[i][pod_key] = pod
+        self.pod_groups.move(pod, i)
         return pod
 
     def remove(self, pod_key: str) -> Placement:
@@ -401,6 +410,7 @@ class ClusterState:
         self._take(i, placement.gpu_use, -1)
         self._touch(i)
         del self.pods_on_node[i][pod_key]
+        self.pod_groups.remove(pod_key)
         self.anti_affinity_pod_keys.discard(pod_key)
         self.affinity_pod_keys.discard(pod_key)
         return placement

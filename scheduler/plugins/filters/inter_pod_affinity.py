@@ -28,6 +28,10 @@ A node is then rejected, first reason wins (kube's order):
 3. ``node(s) didn't satisfy existing pods anti-affinity rules`` (Unschedulable) when one
    of its labels is a domain with an existing pod's matching anti-affinity term.
 
+Placed pods are read by group (``ClusterState.pod_groups``: pods alike in namespace and
+labels, and in their terms): a term is evaluated once per group and the group's pods are
+added per node at once; a group's required anti-affinity terms are resolved once.
+
 PreFilter SKIPs when the pod has no required terms and no placed pod's required
 anti-affinity matches it. Namespace labels come from ``CycleContext.namespace_labels``;
 a namespace missing there has no labels.
@@ -45,6 +49,7 @@ from scheduler.framework.status import SKIP, SUCCESS, Code, Status
 from scheduler.objects.pod import Pod
 from scheduler.objects.selectors import LabelSelector, PodAffinityTerm, Requirement
 from scheduler.state.cluster_state import ClusterState, IntArray
+from scheduler.state.pod_groups import PodGroup, TermsKey
 
 REASON_AFFINITY = "node(s) didn't match pod affinity rules"
 REASON_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
@@ -110,26 +115,28 @@ class InterPodAffinity(FilterBase):
         pod, state, ns_labels = ctx.pod, ctx.state, ctx.namespace_labels
         affinity = tuple(AffinityTerm.resolve(t, pod) for t in pod.pod_affinity.required)
         anti = tuple(AffinityTerm.resolve(t, pod) for t in pod.pod_anti_affinity.required)
+        groups = state.pod_groups
         existing: DomainCounts = {}
-        for key in state.anti_affinity_pod_keys:
-            placement = state.placements[key]
-            node = state.node_index[placement.node]
-            for term in placement.pod.pod_anti_affinity.required:
-                if AffinityTerm.resolve(term, placement.pod).matches(pod, ns_labels):
-                    add_to_domain(existing, state, term.topology_key, node)
+        for key in groups.with_required_anti:
+            group = groups.with_terms[key]
+            for term, resolved in zip(
+                group.pod.pod_anti_affinity.required, resolved_terms(key, group.pod, "required"), strict=True
+            ):
+                if resolved.matches(pod, ns_labels):
+                    add_group_to_domains(existing, state, term.topology_key, group)
         if not affinity and not anti and not existing:
             return SKIP
         affinity_counts: DomainCounts = {}
         anti_counts: DomainCounts = {}
         if affinity or anti:
-            for node, pods in enumerate(state.pods_on_node):
-                for other in pods.values():
-                    if affinity and all(t.matches(other, ns_labels) for t in affinity):
-                        for t in affinity:
-                            add_to_domain(affinity_counts, state, t.topology_key, node)
-                    for t in anti:
-                        if t.matches(other, ns_labels):
-                            add_to_domain(anti_counts, state, t.topology_key, node)
+            for group in groups.by_labels.values():
+                other = group.pod
+                if affinity and all(t.matches(other, ns_labels) for t in affinity):
+                    for t in affinity:
+                        add_group_to_domains(affinity_counts, state, t.topology_key, group)
+                for t in anti:
+                    if t.matches(other, ns_labels):
+                        add_group_to_domains(anti_counts, state, t.topology_key, group)
         matches_own = bool(affinity) and all(t.matches(pod, ns_labels) for t in affinity)
         ctx.data[self.name] = _Counts(affinity, anti, affinity_counts, anti_counts, existing, matches_own)
         return SUCCESS
@@ -173,6 +180,47 @@ def add_to_domain(counts: DomainCounts, state: ClusterState, key: str, node: int
     if key not in counts:
         counts[key] = np.zeros(domains.count + 1, np.int64)
     counts[key][domain] += amount
+
+
+def add_group_to_domains(
+    counts: DomainCounts, state: ClusterState, key: str, group: PodGroup, sign: int = 1
+) -> None:
+    """Add ``sign`` per pod of ``group`` to its nodes' ``key`` domains (nowhere on nodes
+    without the key; no entry for ``key`` when none of its nodes has it, as
+    ``add_to_domain`` pod by pod)."""
+    domains = state.label_domains(key)
+    nodes, pods = group.arrays()
+    ids = domains.ids[nodes]
+    has_key = ids >= 0
+    if not has_key.any():
+        return
+    if key not in counts:
+        counts[key] = np.zeros(domains.count + 1, np.int64)
+    np.add.at(counts[key], ids[has_key], sign * pods[has_key])
+
+
+_RESOLVED: dict[tuple[TermsKey, str], tuple[AffinityTerm, ...]] = {}
+_MAX_RESOLVED = 4096
+
+
+def resolved_terms(group_key: TermsKey, owner: Pod, kind: str) -> tuple[AffinityTerm, ...]:
+    """The required (``kind`` "required") or preferred ("affinity", "anti") terms of
+    ``owner``, a placed pod of the group ``group_key``, resolved once for the group: its
+    pods share namespace, labels and terms, so they resolve alike."""
+    found = _RESOLVED.get((group_key, kind))
+    if found is None:
+        if kind == "required":
+            terms = owner.pod_anti_affinity.required
+        elif kind == "required-affinity":
+            terms = owner.pod_affinity.required
+        elif kind == "affinity":
+            terms = tuple(w.term for w in owner.pod_affinity.preferred)
+        else:
+            terms = tuple(w.term for w in owner.pod_anti_affinity.preferred)
+        if len(_RESOLVED) >= _MAX_RESOLVED:
+            _RESOLVED.clear()
+        found = _RESOLVED[(group_key, kind)] = tuple(AffinityTerm.resolve(t, owner) for t in terms)
+    return found
 
 
 def count_at(counts: DomainCounts, state: ClusterState, key: str, nodes: IntArray) -> IntArray:

@@ -1,0 +1,188 @@
+"""Whether the placement a scheduler left keeps every pod's hard constraints, checked on
+the objects the API server returns (plain JSON), independently of both schedulers' code:
+
+- required node affinity (``nodeSelectorTerms``, ORed; expressions ANDed) and nodeSelector;
+- required pod affinity: each term has a matching pod (other than the pod itself) in the
+  pod's domain (a pod of the first of its group, matching its own terms, may be alone);
+- required pod anti-affinity: no other matching pod in the pod's domain, either way;
+- topology spread ``DoNotSchedule``: over the domains of the nodes, max - min of the
+  matching pods is at most ``maxSkew`` (0 for domains without pods counts in min only
+  when the number of domains is at least ``minDomains``, as kube counts it).
+
+Each broken constraint is one line naming the pod and the rule.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+Json = dict[str, Any]
+
+
+def requirement_holds(expression: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    key, operator, values = expression["key"], expression["operator"], expression.get("values") or []
+    if operator == "In":
+        return key in labels and labels[key] in values
+    if operator == "NotIn":
+        return key not in labels or labels[key] not in values
+    if operator == "Exists":
+        return key in labels
+    if operator == "DoesNotExist":
+        return key not in labels
+    if operator in ("Gt", "Lt"):
+        if key not in labels:
+            return False
+        value, bound = int(labels[key]), int(values[0])
+        return value > bound if operator == "Gt" else value < bound
+    raise ValueError(f"operator {operator!r}")
+
+
+def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """``metav1.LabelSelector``; a missing selector matches nothing."""
+    if selector is None:
+        return False
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    return all(requirement_holds(e, labels) for e in selector.get("matchExpressions") or [])
+
+
+def _labels(obj: Json) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("labels") or {})
+
+
+def _term_matches(
+    term: Json, owner: Json, other: Json, namespace_labels: Mapping[str, Mapping[str, str]]
+) -> bool:
+    namespace = other["metadata"]["namespace"]
+    namespaces = term.get("namespaces") or []
+    ns_selector = term.get("namespaceSelector")
+    if not namespaces and ns_selector is None:
+        in_namespace = namespace == owner["metadata"]["namespace"]
+    else:
+        in_namespace = namespace in namespaces or (
+            ns_selector is not None and selector_matches(ns_selector, namespace_labels.get(namespace, {}))
+        )
+    return in_namespace and selector_matches(term.get("labelSelector"), _labels(other))
+
+
+def _node_affinity_holds(pod: Json, node: Json) -> bool:
+    spec = pod["spec"]
+    labels = _labels(node)
+    if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
+        return False
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
+    if not required:
+        return True
+    return any(
+        all(requirement_holds(e, labels) for e in term.get("matchExpressions") or [])
+        for term in required.get("nodeSelectorTerms") or []
+    )
+
+
+def broken_constraints(
+    pods: Iterable[Json], nodes: Iterable[Json], namespace_labels: Mapping[str, Mapping[str, str]]
+) -> list[str]:
+    """Every broken hard constraint among the bound ``pods`` (unbound pods are skipped)."""
+    node_by_name = {n["metadata"]["name"]: n for n in nodes}
+    bound = [p for p in pods if (p.get("spec") or {}).get("nodeName") in node_by_name]
+    broken: list[str] = []
+
+    def domain(pod: Json, key: str) -> str | None:
+        return _labels(node_by_name[pod["spec"]["nodeName"]]).get(key)
+
+    by_domain: dict[str, dict[str | None, list[Json]]] = {}
+
+    def in_domain(key: str, value: str | None) -> list[Json]:
+        if key not in by_domain:
+            grouped: dict[str | None, list[Json]] = defaultdict(list)
+            for other in bound:
+                grouped[domain(other, key)].append(other)
+            by_domain[key] = grouped
+        return by_domain[key].get(value, []) if value is not None else []
+
+    spread_cache: dict[str, list[int]] = {}
+
+    for pod in bound:
+        name = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+        node = node_by_name[pod["spec"]["nodeName"]]
+        if not _node_affinity_holds(pod, node):
+            broken.append(f"{name}: node {node['metadata']['name']} breaks its node affinity")
+        affinity = pod["spec"].get("affinity") or {}
+        for term in (affinity.get("podAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ) or []:
+            key = term["topologyKey"]
+            here = domain(pod, key)
+            peers = any(
+                o is not pod and _term_matches(term, pod, o, namespace_labels) for o in in_domain(key, here)
+            )
+            if here is None or (
+                not peers
+                and any(_term_matches(term, pod, o, namespace_labels) for o in bound if o is not pod)
+            ):
+                broken.append(f"{name}: no pod matching its affinity term in {key}={here}")
+        for term in (affinity.get("podAntiAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ) or []:
+            key = term["topologyKey"]
+            here = domain(pod, key)
+            if here is None:
+                continue
+            for other in in_domain(key, here):
+                if other is not pod and _term_matches(term, pod, other, namespace_labels):
+                    broken.append(
+                        f"{name}: anti-affinity broken by {other['metadata']['name']} in {key}={here}"
+                    )
+        broken += _spread_broken(pod, name, bound, node_by_name, spread_cache)
+    return broken
+
+
+def _spread_broken(
+    pod: Json, name: str, bound: list[Json], node_by_name: Mapping[str, Json], cache: dict[str, list[int]]
+) -> list[str]:
+    broken = []
+    for constraint in pod["spec"].get("topologySpreadConstraints") or []:
+        if constraint.get("whenUnsatisfiable") != "DoNotSchedule":
+            continue
+        key = constraint["topologyKey"]
+        cache_key = json.dumps(
+            [pod["metadata"]["namespace"], constraint, pod["spec"].get("affinity")], sort_keys=True
+        )
+        if cache_key in cache:
+            per_domain = cache[cache_key]
+        else:
+            per_domain = cache[cache_key] = _per_domain(pod, constraint, bound, node_by_name)
+        if per_domain and max(per_domain) - min(per_domain) > int(constraint["maxSkew"]):
+            broken.append(
+                f"{name}: skew {max(per_domain) - min(per_domain)} over {key} > {constraint['maxSkew']}"
+            )
+    return broken
+
+
+def _per_domain(
+    pod: Json, constraint: Json, bound: list[Json], node_by_name: Mapping[str, Json]
+) -> list[int]:
+    """Matching pods per domain of the nodes ``pod`` may go to (node affinity honoured,
+    kube's default ``nodeAffinityPolicy``)."""
+    key = constraint["topologyKey"]
+    domains = {
+        _labels(n).get(key)
+        for n in node_by_name.values()
+        if key in _labels(n) and _node_affinity_holds(pod, n)
+    }
+    counts: Counter[str] = Counter()
+    namespace = pod["metadata"]["namespace"]
+    for other in bound:
+        here = _labels(node_by_name[other["spec"]["nodeName"]]).get(key)
+        if (
+            here in domains
+            and other["metadata"]["namespace"] == namespace
+            and selector_matches(constraint.get("labelSelector"), _labels(other))
+        ):
+            counts[here] += 1
+    return [counts.get(d, 0) for d in domains if d is not None]
