@@ -81,3 +81,10 @@ class FgdReserveLifetimeArgs(PluginArgs):
     weight: float = Field(10.0, ge=0.0, le=1000.0, allow_inf_nan=False)
     blocked: Literal["GPUHours", "NodeHours"] = "GPUHours"
     horizon_hours: float = Field(168.0, gt=0.0, le=8760.0, allow_inf_nan=False, alias="horizonHours")
+
+
+class GnnLifetimeArgs(PluginArgs):
+    """``GnnLifetimeScore``: the folder of its lifetime head (``head``; empty: the shipped
+    ``scheduler/policy/checkpoints/gnn-lifetime``)."""
+
+    head: str = ""

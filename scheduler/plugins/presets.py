@@ -14,6 +14,8 @@ of kube-scheduler's default plugins (``KUBE_DEFAULTS``).
 | fgd-reserve-   | fgd-reserve's score minus a lifetime-alignment penalty (the        | first  |
 | lifetime       | profile context's lifetimes; none known: fgd-reserve exactly)      |        |
 | gnn            | the learned policy, among the nodes the pod prefers most          | first  |
+| gnn-lifetime   | gnn plus a learned head over the context's lifetimes (none known: | first  |
+|                | gnn exactly; ``scheduler.policy.lifetime_head``)                   |        |
 
 "The nodes the pod prefers most": the policy presets keep kube's preference scores
 (taints, node affinity, inter-pod affinity, topology spread, with kube's weights) and
@@ -95,4 +97,5 @@ PRESETS: Mapping[str, Mapping[str, Any]] = {
     "fgd-reserve": _policy("FgdReserve"),
     "fgd-reserve-lifetime": _policy("FgdReserveLifetime"),
     "gnn": _policy("GnnScore"),
+    "gnn-lifetime": _policy("GnnLifetimeScore"),
 }

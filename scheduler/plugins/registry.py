@@ -29,6 +29,7 @@ import numpy as np
 from scheduler.plugins.args import (
     DefaultPreemptionArgs,
     FgdReserveLifetimeArgs,
+    GnnLifetimeArgs,
     InterPodAffinityArgs,
     NodeResourcesFitArgs,
     PluginArgs,
@@ -192,6 +193,14 @@ _SPECS = (
         args=FgdReserveLifetimeArgs,
         policy=True,
         selects_gpus=True,
+    ),
+    PluginSpec(
+        "GnnLifetimeScore",
+        score="scheduler.policy.lifetime_head:gnn_lifetime_score",
+        args=GnnLifetimeArgs,
+        policy=True,
+        selects_gpus=True,
+        learned=True,
     ),
 )
 PLUGINS: Mapping[str, PluginSpec] = {spec.name: spec for spec in _SPECS}

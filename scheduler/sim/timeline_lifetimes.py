@@ -37,7 +37,7 @@ from scheduler.state.fragmentation import TypicalPods
 
 LifetimeSource = Literal["hidden", "oracle", "model"]
 LIFETIME_SOURCES: tuple[LifetimeSource, ...] = ("hidden", "oracle", "model")
-LIFETIME_PLUGINS = frozenset({"FgdReserveLifetime"})
+LIFETIME_PLUGINS = frozenset({"FgdReserveLifetime", "GnnLifetimeScore"})
 
 
 def uses_lifetimes(policy: str) -> bool:
@@ -93,11 +93,12 @@ def lifetime_profile(
 def resolve_with_args(policy: str, args: Sequence[tuple[str, str]]) -> ResolvedProfile:
     """The preset ``policy`` with ``args`` as its lifetime plugins' ``pluginConfig``;
     ``ProfileConfigError`` naming the arg when one is not valid."""
+    used = {name for name, _ in preset(policy).scores} & LIFETIME_PLUGINS
     config = ProfileConfig.model_validate(
         {
             "schedulerName": policy,
             "preset": policy,
-            "pluginConfig": [{"name": name, "args": dict(args)} for name in sorted(LIFETIME_PLUGINS)],
+            "pluginConfig": [{"name": name, "args": dict(args)} for name in sorted(used)],
         }
     )
     return resolve(config, where=f"--lifetime-arg of {policy}")

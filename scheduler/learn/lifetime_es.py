@@ -1,0 +1,184 @@
+"""Evolution strategies over the lifetime head of ``gnn-lifetime`` on the one-clock
+replay (``scheduler.sim.timeline``): pods arrive and leave on the trace's clock, and a
+candidate head is scored by whole replays, so the objective is the replay's own.
+
+Starts from the hand rule ``fgd-reserve-lifetime`` written as a head
+(``LifetimeHead.teacher``: the rule's GPUHours term, exact in these features), then
+antithetic ES (Salimans et al. 2017) with rank-shaped fitness. The loss of a head on a
+seed, against ``fgd-reserve`` on the same seed (lower is better):
+
+    (W + F) / (W0 + F0) - whole_free_coef * (N - N0) / 100 + alloc_coef * max(0, A0 - A - 0.05)
+
+W: GPU-hours waited by pods of 4+ GPUs, F: GPU-hours failed, N: time-average whole free
+GPU nodes (%), A: GPU allocated (%); 0 marks fgd-reserve's. The head kept is the one
+with the lowest mean loss over the training seeds among every head evaluated (the
+centre of each generation included). Train on seeds disjoint from the evaluation's
+(42-51). Run: ``python -m scheduler.learn.lifetime_es --out runs/lifetime-es``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from scheduler.policy.lifetime_features import LIFETIME_PAIR_FEATURES
+from scheduler.policy.lifetime_head import LifetimeHead, save_head
+from scheduler.sim.timeline import TimelineSpec
+from scheduler.sim.timeline_lifetimes import LifetimeSource
+from scheduler.sim.timeline_metrics import TimelineMetrics, run_timeline
+
+
+@dataclass
+class Args:
+    trace: str = "default"
+    """the openb trace replayed"""
+    seeds: tuple[int, ...] = (0, 1, 2)
+    """training seeds (each its own cluster); disjoint from the evaluation's 42-51"""
+    loads: tuple[float, ...] = (0.8,)
+    """offered GPU loads the cluster is sized for"""
+    lifetimes: LifetimeSource = "oracle"
+    """what the head is told during training"""
+    generations: int = 6
+    """ES generations"""
+    pairs: int = 3
+    """antithetic pairs per generation"""
+    sigma: float = 2.0
+    """perturbation scale, points per feature unit"""
+    lr: float = 2.0
+    """step size on the rank-shaped gradient estimate"""
+    whole_free_coef: float = 1.0
+    """weight of whole free nodes (per 100 points) in the loss"""
+    alloc_coef: float = 1.0
+    """weight of GPU allocation lost past 0.05 points"""
+    workers: int = 2
+    """processes running replays"""
+    seed: int = 0
+    """ES noise seed"""
+    out: Path = field(default_factory=lambda: Path("runs/lifetime-es"))
+    """where the best head and the log go"""
+
+
+def _metrics(spec: TimelineSpec) -> TimelineMetrics:
+    return run_timeline(spec).metrics
+
+
+def seed_loss(m: TimelineMetrics, base: TimelineMetrics, args: Args) -> float:
+    cost = m.multi_gpu_wait_gpu_hours + m.gpu_hours_failed
+    base_cost = max(base.multi_gpu_wait_gpu_hours + base.gpu_hours_failed, 1e-9)
+    whole = (m.whole_free_nodes_pct or 0.0) - (base.whole_free_nodes_pct or 0.0)
+    lost = max(0.0, base.gpu_alloc_mean - m.gpu_alloc_mean - 0.05)
+    return cost / base_cost - args.whole_free_coef * whole / 100.0 + args.alloc_coef * lost
+
+
+def _specs(args: Args, policy: str, lifetime_args: tuple[tuple[str, str], ...] = ()) -> list[TimelineSpec]:
+    lifetimes: LifetimeSource = args.lifetimes if lifetime_args else "hidden"
+    return [
+        TimelineSpec(args.trace, policy, seed, load=load, lifetimes=lifetimes, lifetime_args=lifetime_args)
+        for load in args.loads
+        for seed in args.seeds
+    ]
+
+
+def train(args: Args) -> dict[str, object]:
+    started = time.perf_counter()
+    rng = np.random.default_rng(args.seed)
+    args.out.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="heads-", dir=args.out))
+    with ProcessPoolExecutor(args.workers) as pool:
+        base = list(pool.map(_metrics, _specs(args, "fgd-reserve")))
+
+        def losses(heads: list[np.ndarray]) -> list[float]:
+            specs: list[TimelineSpec] = []
+            for k, w in enumerate(heads):
+                folder = save_head(scratch / f"h{k}", LifetimeHead(w.astype(np.float32)))
+                specs += _specs(args, "gnn-lifetime", (("head", str(folder)),))
+            ms = list(pool.map(_metrics, specs))
+            per = len(base)
+            return [
+                float(
+                    np.mean(
+                        [
+                            seed_loss(m, b, args)
+                            for m, b in zip(ms[k * per : (k + 1) * per], base, strict=True)
+                        ]
+                    )
+                )
+                for k in range(len(heads))
+            ]
+
+        center = LifetimeHead.teacher().weights.astype(np.float64)
+        best_w, best_loss = center.copy(), float("inf")
+        log: list[dict[str, object]] = []
+        for generation in range(args.generations):
+            eps = rng.standard_normal((args.pairs, center.size))
+            heads = [center] + [center + s * args.sigma * e for e in eps for s in (1, -1)]
+            values = losses(heads)
+            for w, v in zip(heads, values, strict=True):
+                if v < best_loss:
+                    best_w, best_loss = w.copy(), v
+            plus, minus = np.array(values[1::2]), np.array(values[2::2])
+            ranks = np.argsort(np.argsort(np.concatenate([plus, minus]))) / (2 * args.pairs - 1) - 0.5
+            grad = ((ranks[: args.pairs] - ranks[args.pairs :])[:, None] * eps).sum(axis=0) / args.pairs
+            center = center - args.lr * grad
+            entry: dict[str, object] = {
+                "generation": generation,
+                "center_loss": values[0],
+                "best_loss": best_loss,
+                "seconds": round(time.perf_counter() - started, 1),
+            }
+            log.append(entry)
+            print(json.dumps(entry), flush=True)
+    training = {
+        "stage": "es",
+        "start": "fgd-reserve-lifetime (GPUHours, weight 10) as a head",
+        **{k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(args).items()},
+        "teacher_loss": log[0]["center_loss"] if log else None,
+        "best_loss": best_loss,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+    save_head(args.out / "head", LifetimeHead(best_w.astype(np.float32), training=training))
+    result = {"log": log, "best": dict(zip(LIFETIME_PAIR_FEATURES, best_w.tolist(), strict=True)), **training}
+    (args.out / "es.json").write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trace", default="default")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--loads", type=float, nargs="+", default=[0.8])
+    parser.add_argument("--lifetimes", choices=("oracle", "model"), default="oracle")
+    parser.add_argument("--generations", type=int, default=6)
+    parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--sigma", type=float, default=2.0)
+    parser.add_argument("--lr", type=float, default=2.0)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=Path("runs/lifetime-es"))
+    ns = parser.parse_args(argv)
+    train(
+        Args(
+            trace=ns.trace,
+            seeds=tuple(ns.seeds),
+            loads=tuple(ns.loads),
+            lifetimes=ns.lifetimes,
+            generations=ns.generations,
+            pairs=ns.pairs,
+            sigma=ns.sigma,
+            lr=ns.lr,
+            workers=ns.workers,
+            seed=ns.seed,
+            out=ns.out,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

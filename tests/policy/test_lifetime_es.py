@@ -1,0 +1,50 @@
+"""The ES loss of a lifetime head on one seed, against fgd-reserve on that seed."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.learn.lifetime_es import Args, seed_loss
+from scheduler.sim.timeline_metrics import TimelineMetrics
+
+
+def metrics(wait: float, failed: float, whole: float, alloc: float) -> TimelineMetrics:
+    return TimelineMetrics(
+        gpu_alloc_mean=alloc,
+        whole_free_nodes_pct=whole,
+        whole_free_pct_by_gpus={},
+        multi_gpu_pods=10,
+        multi_gpu_failed=0,
+        multi_gpu_wait_p50_s=None,
+        multi_gpu_wait_p90_s=None,
+        multi_gpu_wait_gpu_hours=wait,
+        pods_failed=0,
+        gpu_hours_failed=failed,
+        gpu_hours_failed_pct=None,
+        wait_p50_s=None,
+        wait_p99_s=None,
+        peak_pending=0,
+        pending_mean=0.0,
+        seconds=0.0,
+    )
+
+
+BASE = metrics(wait=100.0, failed=100.0, whole=10.0, alloc=75.0)
+
+
+@pytest.mark.parametrize(
+    ("case", "ours", "expected"),
+    [
+        ("fgd-reserve itself", BASE, 1.0),
+        # (50 + 50) / 200 = 0.5
+        ("half the GPU-hours", metrics(50.0, 50.0, 10.0, 75.0), 0.5),
+        # 1 - 20 / 100 = 0.8
+        ("20 points more whole free nodes", metrics(100.0, 100.0, 30.0, 75.0), 0.8),
+        # within 0.05 points of allocation: no cost
+        ("0.05 points less allocated", metrics(100.0, 100.0, 10.0, 74.95), 1.0),
+        # 1 + (75 - 73 - 0.05) = 2.95
+        ("2 points less allocated", metrics(100.0, 100.0, 10.0, 73.0), 2.95),
+    ],
+)
+def test_seed_loss(case: str, ours: TimelineMetrics, expected: float) -> None:
+    assert seed_loss(ours, BASE, Args()) == pytest.approx(expected), case
