@@ -82,6 +82,9 @@ class Pod:
     # Volumes through claims (PVCs, generic ephemeral), and inline disks that conflict.
     volumes: tuple[PodVolume, ...] = ()
     inline_disks: tuple[InlineDisk, ...] = ()
+    # DRA: the ResourceClaims of ``spec.resourceClaims`` by name, in order; None: a
+    # template's claim not created yet (``pod_manifest._resource_claims``).
+    resource_claims: tuple[str | None, ...] = ()
     # Reasons we refuse to schedule the pod at all (features we do not support).
     unsupported: tuple[str, ...] = ()
     # What DefaultPreemption reads. ``spec.preemptionPolicy``: Never keeps the pod from

@@ -270,11 +270,37 @@ def _topology_spread(reader: FieldReader, raw: Any) -> tuple[TopologySpreadConst
     return tuple(out)
 
 
-def _unsupported(reader: FieldReader, spec: Manifest) -> tuple[str, ...]:
-    reasons: list[str] = []
-    if reader.sequence(spec.get("resourceClaims"), "spec.resourceClaims"):
-        reasons.append("pod uses resource claims (DRA), which rl-scheduler does not allocate")
-    return tuple(reasons)
+def _resource_claims(reader: FieldReader, spec: Manifest, status: Manifest) -> tuple[str | None, ...]:
+    """The claims of ``spec.resourceClaims`` by name, as kube's ``resourceclaim.Name``
+    names them: ``resourceClaimName``, or for a template the claim that
+    ``status.resourceClaimStatuses`` names (None: not created yet; an entry whose status
+    names no claim needs none and is left out)."""
+    created: dict[str, str] = {}
+    for i, raw in enumerate(
+        reader.sequence(status.get("resourceClaimStatuses"), "status.resourceClaimStatuses")
+    ):
+        where = f"status.resourceClaimStatuses[{i}]"
+        entry = reader.mapping(raw, where)
+        created[reader.string(entry.get("name"), f"{where}.name")] = reader.string(
+            entry.get("resourceClaimName"), f"{where}.resourceClaimName"
+        )
+    names: list[str | None] = []
+    for i, raw in enumerate(reader.sequence(spec.get("resourceClaims"), "spec.resourceClaims")):
+        where = f"spec.resourceClaims[{i}]"
+        entry = reader.mapping(raw, where)
+        claim = reader.string(entry.get("resourceClaimName"), f"{where}.resourceClaimName")
+        template = reader.string(entry.get("resourceClaimTemplateName"), f"{where}.resourceClaimTemplateName")
+        if claim:
+            names.append(claim)
+        elif not template:
+            raise reader.fail(where, "none of the supported fields are set")
+        else:
+            name = reader.string(entry.get("name"), f"{where}.name")
+            if name not in created:
+                names.append(None)
+            elif created[name]:
+                names.append(created[name])
+    return tuple(names)
 
 
 def _timestamp(reader: FieldReader, raw: Any, path: str) -> float | None:
@@ -393,7 +419,8 @@ def pod_from_manifest(manifest: Manifest) -> Pod:
             reader.mapping(spec.get("schedulingGroup"), "spec.schedulingGroup").get("podGroupName"),
             "spec.schedulingGroup.podGroupName",
         ),
-        unsupported=(*gpu_reasons, *_unsupported(reader, spec)),
+        unsupported=tuple(gpu_reasons),
+        resource_claims=_resource_claims(reader, spec, status),
         volumes=volumes,
         inline_disks=inline_disks,
         preemption_policy=_preemption_policy(reader, spec),

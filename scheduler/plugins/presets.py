@@ -37,7 +37,7 @@ from scheduler.plugins.profile_config import Plugins
 # with DynamicResources and NodeDeclaredFeatures, on by default), plus rl-scheduler's
 # GpuShare (HAMi's per-GPU fit) right after NodeResourcesFit, and scheduler-plugins'
 # Coscheduling (gangs) at the end. Plugins rl-scheduler does
-# not implement (ImageLocality, DynamicResources, NodeDeclaredFeatures)
+# not implement (ImageLocality, NodeDeclaredFeatures)
 # stay in the list, as in kube's, and are left out when a profile is built.
 KUBE_DEFAULTS: tuple[tuple[str, int | None], ...] = (
     ("SchedulingGates", None),

@@ -34,6 +34,7 @@ from scheduler.plugins.args import (
     NodeResourcesFitArgs,
     PluginArgs,
 )
+from scheduler.plugins.filters.dynamic_resources import DynamicResources
 from scheduler.plugins.filters.gpu_share import GpuShare
 from scheduler.plugins.filters.inter_pod_affinity import InterPodAffinity
 from scheduler.plugins.filters.node_affinity import NodeAffinity
@@ -159,7 +160,8 @@ _SPECS = (
         score=lambda args, _: InterPodAffinityScore(args.hard_pod_affinity_weight),
         args=InterPodAffinityArgs,
     ),
-    PluginSpec("DynamicResources", missing="rl-scheduler does not allocate resource claims (DRA)"),
+    # Reserve and PreBind write the claims' allocations (k8s/scheduling/dra_binder.py).
+    PluginSpec("DynamicResources", filter=_plain(DynamicResources), built_in=("reserve", "preBind")),
     PluginSpec("DefaultPreemption", post_filter=True, args=DefaultPreemptionArgs),
     PluginSpec("NodeResourcesBalancedAllocation", score=_plain(BalancedAllocation)),
     PluginSpec("ImageLocality", missing="rl-scheduler does not score images already on a node"),

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from scheduler.dra.catalog import DraCatalog
 from scheduler.objects.node import Gpu, Node
 from scheduler.objects.pod import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Pod
 from scheduler.resources.gpu import MAX_GPUS_PER_NODE, MILLI_PER_GPU
@@ -113,6 +114,8 @@ class ClusterState:
         self.pod_groups = PodGroups()
         # Claims, volumes, classes and CSI limits (empty in trace replays).
         self.volumes = VolumeCatalog()
+        # DRA's DeviceClasses, ResourceSlices and ResourceClaims (empty in trace replays).
+        self.dra = DraCatalog()
         # Bumped when nodes are added or removed or their labels/taints change.
         self.topology_version = 0
         self._size = 0

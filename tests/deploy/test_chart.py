@@ -290,6 +290,16 @@ def test_rbac_is_what_the_scheduler_calls_and_no_more(helm: Path) -> None:
         ("scheduling.x-k8s.io", "podgroups", "watch"),
         ("scheduling.k8s.io", "podgroups", "list"),  # gangs of the Workload API
         ("scheduling.k8s.io", "podgroups", "watch"),
+        # DRA, as kube-scheduler's DynamicResources: read from the watches; PreBind writes
+        # each claim's allocation and reservedFor, Unreserve takes the pod out
+        ("resource.k8s.io", "deviceclasses", "list"),
+        ("resource.k8s.io", "deviceclasses", "watch"),
+        ("resource.k8s.io", "resourceslices", "list"),
+        ("resource.k8s.io", "resourceslices", "watch"),
+        ("resource.k8s.io", "resourceclaims", "list"),
+        ("resource.k8s.io", "resourceclaims", "watch"),
+        ("resource.k8s.io", "resourceclaims", "patch"),  # kube's finalizer on a claim it allocates
+        ("resource.k8s.io", "resourceclaims/status", "patch"),
         # /metrics behind delegated auth, as kube-scheduler's
         ("authentication.k8s.io", "tokenreviews", "create"),
         ("authorization.k8s.io", "subjectaccessreviews", "create"),

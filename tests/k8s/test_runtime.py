@@ -272,7 +272,7 @@ def test_a_bind_that_raises_never_loses_the_pod() -> None:
     run(body)
 
 
-def test_volume_binding_and_hami_are_the_built_in_steps() -> None:
+def test_volume_binding_dynamic_resources_and_hami_are_the_built_in_steps() -> None:
     runtime = runtime_with(RecordingApi())
     names = [
         [plugin.name for plugin in plugins]
@@ -282,7 +282,11 @@ def test_volume_binding_and_hami_are_the_built_in_steps() -> None:
             runtime.binding.bind_plugins,
         )
     ]
-    assert names == [["VolumeBinding", "HAMiBinder"], ["VolumeBinding"], ["HAMiBinder", "DefaultBinder"]]
+    assert names == [
+        ["VolumeBinding", "DynamicResources", "HAMiBinder"],
+        ["VolumeBinding", "DynamicResources"],
+        ["HAMiBinder", "DefaultBinder"],
+    ]
 
 
 @pytest.mark.parametrize(

@@ -424,8 +424,8 @@ CASES = [
         ),
         [make_node("n1")],
         [],
-        expect(n1="pod uses resource claims (DRA), which rl-scheduler does not allocate"),
-        id="unsupported: resource claims",
+        expect(n1=""),
+        id="unsupported: resource claims are DynamicResources', not refused",
     ),
     pytest.param(
         Unsupported(),

@@ -29,6 +29,7 @@ KUBE_FILTERS = (
     "VolumeZone",
     "PodTopologySpread",
     "InterPodAffinity",
+    "DynamicResources",
 )
 PREFERENCES = {"TaintToleration": 3, "NodeAffinity": 2, "PodTopologySpread": 2, "InterPodAffinity": 2}
 KUBE_SCORES = {**PREFERENCES, "NodeResourcesFit": 1, "NodeResourcesBalancedAllocation": 1}

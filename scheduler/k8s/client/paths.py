@@ -13,6 +13,9 @@ STORAGE_CLASSES = "/apis/storage.k8s.io/v1/storageclasses"
 CSI_NODES = "/apis/storage.k8s.io/v1/csinodes"
 POD_GROUPS = f"/apis/{GROUP}/{VERSION}/{PLURAL}"
 CORE_POD_GROUPS = f"/apis/{CORE_GROUP}/{CORE_VERSION}/{PLURAL}"
+DEVICE_CLASSES = "/apis/resource.k8s.io/v1/deviceclasses"
+RESOURCE_SLICES = "/apis/resource.k8s.io/v1/resourceslices"
+RESOURCE_CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
 
 # Everything a full listing (``SchedulerRuntime.list_and_apply``) asks for.
 LISTED = (
@@ -25,4 +28,7 @@ LISTED = (
     CSI_NODES,
     POD_GROUPS,
     CORE_POD_GROUPS,
+    DEVICE_CLASSES,
+    RESOURCE_SLICES,
+    RESOURCE_CLAIMS,
 )

@@ -39,6 +39,7 @@ from scheduler.k8s.process.heap import freeze_start_heap
 from scheduler.k8s.process.leader import LeaderElector
 from scheduler.k8s.process.settings import Settings
 from scheduler.k8s.process.startup import sync_until_served
+from scheduler.k8s.scheduling.dra_events import DRA_KINDS
 from scheduler.k8s.scheduling.policy import PolicyManager, TypicalWorkload
 from scheduler.k8s.scheduling.runtime import SchedulerRuntime
 from scheduler.k8s.scheduling.volume_events import VOLUME_KINDS
@@ -206,6 +207,15 @@ def start_scheduling(
             partial(relist, kind.plural),
         )
         tasks.append(asyncio.create_task(watch.run(versions[kind.plural]), name=f"{kind.kind}-watch"))
+    for dra_kind in DRA_KINDS:
+        watch = ResourceWatch(
+            api,
+            dra_kind.kind,
+            dra_kind.path,
+            partial(runtime.on_dra_event, dra_kind),
+            partial(relist, dra_kind.plural),
+        )
+        tasks.append(asyncio.create_task(watch.run(versions[dra_kind.plural]), name=f"{dra_kind.kind}-watch"))
     groups = ResourceWatch(
         api,
         "podgroup",

@@ -28,6 +28,8 @@ from scheduler.k8s.process.settings import Settings
 from scheduler.k8s.scheduling.bind_plugins import DefaultBinder, HamiBinder, VolumeBindingStep
 from scheduler.k8s.scheduling.binding_cycle import BindingCycle, BindingPlugins, PreBindError
 from scheduler.k8s.scheduling.cache import PodChange, SchedulerCache, pod_key
+from scheduler.k8s.scheduling.dra_binder import DraBinder, api_patcher
+from scheduler.k8s.scheduling.dra_events import DraKind, list_dra
 from scheduler.k8s.scheduling.gang_cycle import GANG_PLUGIN, schedule_gang
 from scheduler.k8s.scheduling.gangs import GangIndex, list_pod_groups
 from scheduler.k8s.scheduling.hami import NodeLocker, NodeLocks
@@ -87,9 +89,10 @@ class SchedulerRuntime:
         self.volume_binder = VolumeBinder(api, self.cache.state, lambda key: key in self.cache.seen_pods)
         volumes = VolumeBindingStep(self.volume_binder)
         hami = HamiBinder(self.cache.state, self.locker, self.node_locks)
+        dra = DraBinder(self.cache.state, api_patcher(api))
         self.binding = BindingPlugins(
-            reserve_plugins=(volumes, hami),
-            pre_bind_plugins=(volumes,),
+            reserve_plugins=(volumes, dra, hami),
+            pre_bind_plugins=(volumes, dra),
             bind_plugins=(hami, DefaultBinder(api)),
         )
         self.preemptor = Preemptor(api, self.cache, policy.rng)
@@ -132,6 +135,11 @@ class SchedulerRuntime:
         with skipping(kind.kind, manifest, self.skip_unreadable):
             if self.volume_events.apply(kind, event_type, manifest):
                 self.volume_binder.changed()
+                self._cluster_changed(f"{kind.kind}Change")
+
+    def on_dra_event(self, kind: DraKind, event_type: str, manifest: Mapping[str, Any]) -> None:
+        with skipping(kind.kind, manifest, self.skip_unreadable):
+            if self.cache.state.dra.apply(kind.plural, event_type, manifest):
                 self._cluster_changed(f"{kind.kind}Change")
 
     def on_pod_event(self, event_type: str, manifest: Mapping[str, Any]) -> None:
@@ -246,6 +254,7 @@ class SchedulerRuntime:
         try:
             skipped = self.skip_unreadable
             versions = await list_volumes(self.api.list_with_version, self.volume_events, skipped)
+            versions.update(await list_dra(self.api.list_with_version, self.cache.state.dra, skipped))
             versions["podgroups"] = await list_pod_groups(self.api.list_with_version, self.gangs, skipped)
             versions[paths.CORE_POD_GROUPS] = await list_pod_groups(
                 self.api.list_with_version, self.gangs, skipped, CORE_GROUP

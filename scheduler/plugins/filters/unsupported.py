@@ -1,6 +1,6 @@
-"""Unsupported: pods that need what rl-scheduler does not do (resource claims, DRA)
-are rejected on every node with a reason that says so, never placed where they might
-not work. A pod with scheduling gates is not
+"""Unsupported: pods that need what rl-scheduler does not do (MIG, some HAMi GPU
+annotations; ``objects.gpu_request``) are rejected on every node with a reason that
+says so, never placed where they might not work. A pod with scheduling gates is not
 attempted at all (kube-scheduler's SchedulingGates PreEnqueue); the live queue keeps
 it aside, and a cycle run on it anyway says why it waits."""
 

@@ -1,0 +1,177 @@
+"""What kube-scheduler's DynamicResources plugin reads: the ``resource.k8s.io/v1``
+DeviceClasses, ResourceSlices and ResourceClaims the live scheduler lists and watches
+(``scheduler.k8s.scheduling.dra_events``), which the Filter allocates over
+(``plugins.filters.dynamic_resources``) and the Reserve/PreBind step writes through
+(``scheduler.k8s.scheduling.dra_binder``). Empty in trace replays.
+
+Each object is read on its own (``scheduler.dra.manifests``): one that does not read
+raises to the caller's ``skipping`` (counted, logged) and its previous version is
+dropped, so a claim that does not read makes its pods wait, as a missing claim does.
+
+Claims in flight: at Reserve the chosen allocation is assumed here (kube's
+``inFlightAllocations``), so the next pod does not take the same devices; after the
+status write, the written claim replaces it (kube's assume cache) and a watch event
+older than what is stored (a smaller ``resourceVersion``) does not take it back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from scheduler.dra.constraints import DeviceId
+from scheduler.dra.manifests import (
+    device_class_from_manifest,
+    resource_claim_from_manifest,
+    resource_slice_from_manifest,
+)
+from scheduler.dra.objects import DeviceClass, ResourceClaim, ResourceSlice
+
+# resourceclaim.ErrClaimNotFound's text (k8s.io/dynamic-resource-allocation/resourceclaim).
+NOT_CREATED_YET: Final = "ResourceClaim not created yet"
+CLASSES: Final = "deviceclasses"
+SLICES: Final = "resourceslices"
+CLAIMS: Final = "resourceclaims"
+NAMESPACED: Final = {CLASSES: False, SLICES: False, CLAIMS: True}
+
+
+class ClaimLookupError(Exception):
+    """A pod's claim cannot be named or found; ``str(error)`` is kube's status text."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredClaim:
+    claim: ResourceClaim
+    resource_version: str = ""
+
+
+def _version(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        return 0
+
+
+def _metadata(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
+    metadata = manifest.get("metadata")
+    return metadata if isinstance(metadata, Mapping) else {}
+
+
+def object_key(manifest: Mapping[str, Any], namespaced: bool) -> str:
+    metadata = _metadata(manifest)
+    name = str(metadata.get("name"))
+    return f"{metadata.get('namespace') or 'default'}/{name}" if namespaced else name
+
+
+class DraCatalog:
+    def __init__(self) -> None:
+        self.classes: dict[str, DeviceClass] = {}
+        self.slices: dict[str, ResourceSlice] = {}
+        self.claims: dict[str, StoredClaim] = {}
+        # Claims whose allocation this scheduler decided and has not written yet.
+        self.in_flight: dict[str, ResourceClaim] = {}
+        self._in_use: set[DeviceId] | None = None
+
+    # ---- watch events ---------------------------------------------------------------
+
+    def apply(self, plural: str, event_type: str, manifest: Mapping[str, Any]) -> bool:
+        """Apply one event; True when the catalog changed. A manifest that does not read
+        drops the object's previous version and raises (``DraObjectError``)."""
+        key = object_key(manifest, NAMESPACED[plural])
+        if event_type == "DELETED":
+            return self.delete(plural, key)
+        try:
+            return self._put(plural, key, manifest)
+        except Exception:
+            self.delete(plural, key)
+            raise
+
+    def _put(self, plural: str, key: str, manifest: Mapping[str, Any]) -> bool:
+        if plural == CLASSES:
+            self.classes[key] = device_class_from_manifest(manifest)
+        elif plural == SLICES:
+            self.slices[key] = resource_slice_from_manifest(manifest)
+        else:
+            version = str(_metadata(manifest).get("resourceVersion") or "")
+            stored = self.claims.get(key)
+            if stored is not None and _version(version) < _version(stored.resource_version):
+                return False  # older than what this scheduler wrote (the assume cache's rule)
+            self.claims[key] = StoredClaim(resource_claim_from_manifest(manifest), version)
+            self._in_use = None
+        return True
+
+    def _table(self, plural: str) -> dict[str, Any]:
+        tables: dict[str, dict[str, Any]] = {CLASSES: self.classes, SLICES: self.slices, CLAIMS: self.claims}
+        return tables[plural]
+
+    def delete(self, plural: str, key: str) -> bool:
+        if self._table(plural).pop(key, None) is None:
+            return False
+        self._in_use = None
+        return True
+
+    def resync(self, plural: str, listed: set[str]) -> None:
+        """Drop objects of ``plural`` that a fresh listing no longer has."""
+        for key in [k for k in self._table(plural) if k not in listed]:
+            self.delete(plural, key)
+
+    # ---- what the Filter reads ------------------------------------------------------
+
+    def claim(self, key: str) -> ResourceClaim | None:
+        """The claim as this scheduler knows it: its in-flight allocation first."""
+        flying = self.in_flight.get(key)
+        if flying is not None:
+            return flying
+        stored = self.claims.get(key)
+        return None if stored is None else stored.claim
+
+    def resource_version(self, key: str) -> str:
+        stored = self.claims.get(key)
+        return "" if stored is None else stored.resource_version
+
+    def in_use(self) -> set[DeviceId]:
+        """The devices every allocated claim consumes, in-flight allocations included."""
+        if self._in_use is None:
+            merged = {key: s.claim for key, s in self.claims.items()}
+            merged.update(self.in_flight)
+            self._in_use = {
+                (r.driver, r.pool, r.device)
+                for claim in merged.values()
+                if claim.allocation is not None
+                for r in claim.allocation.results
+                if not r.admin_access
+            }
+        return self._in_use
+
+    def pod_claims(
+        self, namespace: str, pod_name: str, claim_names: Sequence[str | None]
+    ) -> list[ResourceClaim]:
+        """The claims named by the pod (``Pod.resource_claims``); raises
+        ``ClaimLookupError`` with kube's text for one that is not created yet or not known."""
+        claims = []
+        for name in claim_names:
+            if name is None:
+                raise ClaimLookupError(f'pod "{namespace}/{pod_name}": {NOT_CREATED_YET}')
+            claim = self.claim(f"{namespace}/{name}")
+            if claim is None:
+                raise ClaimLookupError(f'resourceclaim.resource.k8s.io "{name}" not found')
+            claims.append(claim)
+        return claims
+
+    # ---- Reserve, PreBind, Unreserve -------------------------------------------------
+
+    def assume(self, claim: ResourceClaim) -> None:
+        """``claim`` with the allocation this scheduler chose, not written yet."""
+        self.in_flight[claim.key] = claim
+        self._in_use = None
+
+    def forget(self, key: str) -> None:
+        if self.in_flight.pop(key, None) is not None:
+            self._in_use = None
+
+    def written(self, manifest: Mapping[str, Any]) -> None:
+        """The claim as the API server answered a status write: it replaces the
+        in-flight allocation (a later, older watch event does not undo it)."""
+        self.apply(CLAIMS, "MODIFIED", manifest)
+        self.forget(object_key(manifest, True))

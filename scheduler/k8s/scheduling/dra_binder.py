@@ -1,0 +1,245 @@
+"""DynamicResources' Reserve, PreBind and Unreserve, as kube-scheduler v1.36 does them
+(``pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go``):
+
+- **Reserve**: the pod's claims that are not allocated yet are allocated on the chosen
+  node (``scheduler.dra.node_filter.filter_node``, the Filter's own search) and the
+  allocations assumed in the catalog (kube's ``inFlightAllocations``), so the next pod
+  does not take the same devices; a claim that is allocated already is only reserved;
+- **PreBind**: a claim this scheduler allocated first gets kube's finalizer
+  (``resource.kubernetes.io/delete-protection``); then each claim's ``status`` is
+  written (``resourceclaims/status``, a merge patch carrying the claim's ``uid`` and
+  ``resourceVersion`` as preconditions): the allocation, if this scheduler made it,
+  and the pod added to ``reservedFor``; the answer replaces the in-flight allocation
+  in the catalog;
+- **Unreserve**: in-flight allocations are given back; where PreBind wrote already, the
+  pod is removed from ``reservedFor`` (a strategic merge patch deleting its entry by
+  uid, as kube's); the resourceclaim controller deallocates a claim no pod reserves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import Any
+
+from kubernetes import client
+
+from scheduler.dra.allocator import ClaimAllocation
+from scheduler.dra.catalog import ClaimLookupError, DraCatalog
+from scheduler.dra.node_filter import filter_node
+from scheduler.dra.objects import Allocation, DraObjectError, ResourceClaim
+from scheduler.k8s.client.api import MERGE_PATCH, KubeApi
+from scheduler.k8s.scheduling.binding_cycle import BindingCycle, PreBindError
+from scheduler.objects.fields import FieldReader
+from scheduler.objects.pod import Pod
+from scheduler.state.cluster_state import ClusterState
+
+log = logging.getLogger(__name__)
+DYNAMIC_RESOURCES = "DynamicResources"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
+# resourceapi.Finalizer: an allocated claim is not deleted while in use.
+FINALIZER = "resource.kubernetes.io/delete-protection"
+
+# (namespace, name, patch, content type, subresource "status" or "") -> the claim as the
+# API server answered.
+PatchClaim = Callable[[str, str, Mapping[str, Any], str, str], Awaitable[Mapping[str, Any]]]
+
+
+@dataclass
+class PodClaims:
+    """What Reserve set aside for one pod: its claims (allocated ones as the catalog
+    had them, the others with the allocation chosen here) and which were written."""
+
+    claims: list[ResourceClaim]
+    allocations: dict[str, ClaimAllocation] = field(default_factory=dict)
+    written: list[str] = field(default_factory=list)
+
+
+def allocation_json(allocation: ClaimAllocation) -> dict[str, Any]:
+    """``status.allocation`` as the API takes it."""
+    results = []
+    for r in allocation.results:
+        result: dict[str, Any] = {
+            "request": r.request,
+            "driver": r.driver,
+            "pool": r.pool,
+            "device": r.device,
+        }
+        if r.admin_access:
+            result["adminAccess"] = True
+        results.append(result)
+    devices: dict[str, Any] = {"results": results}
+    if allocation.config:
+        devices["config"] = list(allocation.config)
+    out: dict[str, Any] = {"devices": devices}
+    if allocation.node_selector is not None:
+        out["nodeSelector"] = allocation.node_selector
+    return out
+
+
+def allocated(claim: ResourceClaim, allocation: ClaimAllocation) -> ResourceClaim:
+    """``claim`` with ``allocation`` in its status (the in-flight version)."""
+    reader = FieldReader(f"ResourceClaim {claim.key}", DraObjectError)
+    selector = reader.node_selector(allocation.node_selector, "status.allocation.nodeSelector")
+    return replace(claim, allocation=Allocation(allocation.results, selector))
+
+
+def _consumer(pod: Pod) -> dict[str, str]:
+    return {"resource": "pods", "name": pod.name, "uid": pod.uid}
+
+
+class DraBinder:
+    name = DYNAMIC_RESOURCES
+
+    def __init__(self, state: ClusterState, patch_claim: PatchClaim) -> None:
+        self.state = state
+        self.patch_claim = patch_claim
+        self._releases: set[asyncio.Task[None]] = set()
+
+    @property
+    def catalog(self) -> DraCatalog:
+        return self.state.dra
+
+    def reserve(self, cycle: BindingCycle) -> None:
+        names = cycle.pod.resource_claims
+        if not names:
+            return
+        pod = cycle.pod
+        try:
+            claims = self.catalog.pod_claims(pod.namespace, pod.name, names)
+        except ClaimLookupError as error:
+            # The Filter passed on these claims a moment ago; PreBind reports it.
+            cycle.held[self.name] = error
+            return
+        held = PodClaims(claims)
+        cycle.held[self.name] = held
+        pending = [c for c in claims if c.allocation is None]
+        if not pending:
+            return
+        decision = filter_node(
+            claims,
+            self.catalog.classes,
+            self.catalog.slices.values(),
+            cycle.node,
+            self.state.nodes[cycle.node_index].labels,
+            self.catalog.in_use(),
+        )
+        if not decision.status.ok:
+            cycle.held[self.name] = ClaimLookupError(decision.status.message)
+            return
+        for claim, allocation in zip(pending, decision.allocations, strict=True):
+            held.allocations[claim.key] = allocation
+            self.catalog.assume(allocated(claim, allocation))
+
+    def unreserve(self, cycle: BindingCycle) -> None:
+        held = cycle.held.pop(self.name, None)
+        if not isinstance(held, PodClaims):
+            return
+        for key in held.allocations:
+            self.catalog.forget(key)
+        if held.written:
+            # Bind failed after PreBind wrote: the pod leaves reservedFor, in the background.
+            task = asyncio.get_running_loop().create_task(self.release(cycle, held))
+            self._releases.add(task)
+            task.add_done_callback(self._releases.discard)
+
+    async def release(self, cycle: BindingCycle, held: PodClaims) -> None:
+        """Remove the pod from ``reservedFor`` of the claims PreBind wrote (kube's
+        Unreserve); failures are logged, as kube logs them."""
+        for claim in held.claims:
+            if claim.key not in held.written:
+                continue
+            patch = {
+                "metadata": {"uid": claim.uid},
+                "status": {"reservedFor": [{"$patch": "delete", "uid": cycle.pod.uid}]},
+            }
+            try:
+                answer = await self.patch_claim(
+                    claim.namespace, claim.name, patch, STRATEGIC_MERGE_PATCH, "status"
+                )
+                self.catalog.written(answer)
+            except Exception as error:  # logged; the claim keeps the pod until the controller cleans up
+                log.warning("unreserving claim %s for pod %s: %s", claim.key, cycle.pod.key, error)
+
+    async def pre_bind(self, cycle: BindingCycle) -> None:
+        held = cycle.held.get(self.name)
+        if isinstance(held, ClaimLookupError):
+            cycle.held.pop(self.name, None)
+            raise PreBindError(self.name, "dynamic-resources", str(held))
+        if not isinstance(held, PodClaims):
+            return
+        pod = cycle.pod
+        for claim in held.claims:
+            try:
+                answer = await self._write(pod, claim, held.allocations.get(claim.key))
+            except Exception as error:
+                for key in held.allocations:
+                    self.catalog.forget(key)
+                cycle.held.pop(self.name, None)
+                await self.release(cycle, held)
+                raise PreBindError(
+                    self.name, "dynamic-resources", f"update claim {claim.key}: {error}"
+                ) from None
+            if answer is not None:
+                held.written.append(claim.key)
+                self.catalog.written(answer)
+                log.info("claim %s reserved for pod %s on %s", claim.key, pod.key, cycle.node)
+
+    async def _write(
+        self, pod: Pod, claim: ResourceClaim, allocation: ClaimAllocation | None
+    ) -> Mapping[str, Any] | None:
+        """One claim's status write (None: nothing to write), over the claim as last
+        seen: another pod may have joined a shared claim since Reserve."""
+        stored = self.catalog.claims.get(claim.key)
+        if stored is None:
+            raise ClaimLookupError(f'resourceclaim.resource.k8s.io "{claim.name}" not found')
+        current = stored.claim
+        reserved = [{"resource": c.resource, "name": c.name, "uid": c.uid} for c in current.reserved_for]
+        if allocation is None and any(c["uid"] == pod.uid for c in reserved):
+            return None
+        version = stored.resource_version
+        status: dict[str, Any] = {"reservedFor": [*reserved, _consumer(pod)]}
+        if allocation is not None:
+            status["allocation"] = allocation_json(allocation)
+            # kube's bindClaim adds the finalizer first (a strategic merge adds it to the
+            # list), then writes the status at the version that answer has.
+            metadata = {"uid": current.uid, "resourceVersion": version, "finalizers": [FINALIZER]}
+            protected = await self.patch_claim(
+                claim.namespace, claim.name, {"metadata": metadata}, STRATEGIC_MERGE_PATCH, ""
+            )
+            version = str((protected.get("metadata") or {}).get("resourceVersion") or "")
+        patch = {"metadata": {"uid": current.uid, "resourceVersion": version}, "status": status}
+        return await self.patch_claim(claim.namespace, claim.name, patch, MERGE_PATCH, "status")
+
+
+def api_patcher(api: KubeApi) -> PatchClaim:
+    """``resourceclaims`` and ``resourceclaims/status`` patches through ``api``
+    (rate-limited like every write)."""
+
+    async def patch(
+        namespace: str, name: str, body: Mapping[str, Any], content_type: str, subresource: str
+    ) -> Mapping[str, Any]:
+        resource = client.ResourceV1Api(api.api_client)
+        method = (
+            resource.patch_namespaced_resource_claim_status
+            if subresource == "status"
+            else resource.patch_namespaced_resource_claim
+        )
+        answer: Mapping[str, Any] = await api.call_unparsed(
+            partial(
+                method,
+                name,
+                namespace,
+                dict(body),
+                _content_type=content_type,
+            ),
+            parse=json.loads,
+        )
+        return answer
+
+    return patch
