@@ -63,6 +63,7 @@ def needed_extras(args: argparse.Namespace) -> list[Extra]:
     ray = [RAY] if getattr(args, "ray_address", None) is not None else []
     return {
         "run": [OPERATOR],
+        "pending": [OPERATOR],
         "trainer": [LEARN, OPERATOR],
         "train": [LEARN, *ray],
         "evaluate": [LEARN, *plots, *ray],
@@ -103,6 +104,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     run_cli.register(commands)
     if list(argv[:1]) == ["run"]:
         return parser
+    from scheduler.k8s.scheduling import lifetimes_pending  # noqa: PLC0415
     from scheduler.learn import cli as learn_cli  # noqa: PLC0415
     from scheduler.online import cli as online_cli  # noqa: PLC0415
     from scheduler.sim import cli as sim_cli  # noqa: PLC0415
@@ -112,6 +114,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     sim_cli.register(commands)
     timeline_cli.register(commands)
     learn_cli.register(commands)
+    lifetimes_pending.register(commands)
     return parser
 
 

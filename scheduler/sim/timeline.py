@@ -59,7 +59,7 @@ import heapq
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -75,6 +75,7 @@ from scheduler.sim.offered_load import busy_from_index
 from scheduler.sim.replay import gpu_capacity_milli, node_priority_order, trace_typical_pods
 from scheduler.sim.timed_workload import MIN_LIFETIME_S, TimedWorkload, lifetime_s, load_timed_workload
 from scheduler.sim.timeline_lifetimes import LifetimeSource, lifetime_profile, lifetime_source, spec_label
+from scheduler.sim.timeline_starts import StartRecorder, StartRecords, start_recorder
 from scheduler.sim.trace import TraceRow
 from scheduler.state.cluster_state import ClusterState
 
@@ -113,6 +114,9 @@ class TimelineSpec:
     lifetimes: LifetimeSource = "hidden"
     # The lifetime-aware plugins' args (``FgdReserveLifetime``'s: weight, blocked, ...).
     lifetime_args: tuple[tuple[str, str], ...] = ()
+    # Start forecasts for the pods that fail their first cycle (``timeline_starts``'
+    # variants: ``model``, ``oracle+queue``, ...); they never change what the replay does.
+    predict_starts: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -149,6 +153,8 @@ class TimelineLog:
     placed_on: list[str]  # the node each pod was placed on ("" for a pod that failed)
     seconds: float
     issues: list[str]
+    # Per variant, the start forecasts held against actual starts (``timeline_starts``).
+    starts: dict[str, StartRecords] = field(default_factory=dict)
 
     @property
     def failed(self) -> npt.NDArray[np.bool_]:
@@ -199,6 +205,9 @@ class _Run:
         self.profile, self.rng = lifetime_profile(
             spec.policy, spec.seed, typical, spec.checkpoint, lifetimes, spec.lifetime_args
         )
+        self.starts: StartRecorder | None = None
+        if spec.predict_starts:
+            self.starts = start_recorder(spec.predict_starts, spec.trace, keys, self.lifetime, self.clock)
         self.departures: list[tuple[float, int]] = []  # (time, pod index)
         self.pending: dict[int, None] = {}  # pod indices, FIFO (dicts keep insertion order)
         self.wait = np.full(len(self.pods), np.nan)
@@ -284,6 +293,15 @@ class _Run:
                 return True
         return False
 
+    def _forecast_start(self, i: int, now: float) -> None:
+        """Pod ``i`` fits nowhere on arrival: its start forecasts, the pending pods
+        before it (FIFO) ahead of it, each until its max wait runs out."""
+        assert self.starts is not None
+        before = list(self.pending)
+        deadlines = [float(self.arrival[j]) + self.max_wait - now for j in before]
+        ahead = [self.pods[j].pod for j in before]
+        self.starts.record(i, self.state, self.pods[i].pod, self.profile.filters, ahead, deadlines)
+
     def expire(self, now: float) -> None:
         """Fails the pending pods whose wait has run out (the oldest come first)."""
         while self.pending:
@@ -317,6 +335,8 @@ class _Run:
                 self.retry_pending(changed, now)
             while arrived < len(self.pods) and self.arrival[arrived] <= now:
                 if not self.schedule(arrived, now):
+                    if self.starts is not None:
+                        self._forecast_start(arrived, now)
                     self.pending[arrived] = None
                 arrived += 1
                 if progress is not None:
@@ -352,6 +372,11 @@ def replay_timeline(spec: TimelineSpec, progress: Callable[[int, int], None] | N
     started = time.perf_counter()
     run.run(progress)
     seconds = time.perf_counter() - started
+    starts: dict[str, StartRecords] = {}
+    if run.starts is not None:
+        # A pod never started was seen waiting until it failed (or the replay ended).
+        seen = np.minimum(run.max_wait, float(run.arrival[-1]) + run.max_wait - run.arrival)
+        starts = run.starts.score(run.wait, seen, run.gpu)
     return TimelineLog(
         spec=spec,
         node_names=[n.name for n in nodes],
@@ -375,4 +400,5 @@ def replay_timeline(spec: TimelineSpec, progress: Callable[[int, int], None] | N
         placed_on=run.placed_on,
         seconds=seconds,
         issues=workload.issues,
+        starts=starts,
     )

@@ -23,7 +23,7 @@ from scheduler.cli_values import (
 )
 from scheduler.errors import CommandLineError, SchedulerInputError
 from scheduler.plugins.profiles import profile_names
-from scheduler.sim import paired, report, timeline_report
+from scheduler.sim import paired, report, timeline_report, timeline_starts
 from scheduler.sim.catalog import DEFAULT_NODE_LIST, node_list_path, pod_list_path
 from scheduler.sim.cli import LEARNED, _advance, print_issues
 from scheduler.sim.offered_load import busy_from
@@ -38,6 +38,7 @@ from scheduler.sim.timeline import (
 )
 from scheduler.sim.timeline_lifetimes import LIFETIME_SOURCES, resolve_with_args, uses_lifetimes
 from scheduler.sim.timeline_metrics import run_timeline
+from scheduler.sim.timeline_starts import START_QUEUE, start_sources, start_variants
 
 # rl-scheduler's policy first (the paired differences are its), its teacher, FGD and
 # kube-scheduler's default profile.
@@ -165,6 +166,22 @@ def register(commands: Any) -> None:
         "blocked=NodeHours, horizonHours=72); repeatable",
     )
     parser.add_argument(
+        "--predict-starts",
+        type=start_sources,
+        default=(),
+        metavar="SOURCES",
+        help="forecast the start (p50, p90) of each pod that fits nowhere on arrival, from residents' "
+        "remaining lifetimes (model: the cross-fitted lifetime model; oracle: the true ones), and report "
+        "how often actual starts fall within them; comma-separated, e.g. model,oracle",
+    )
+    parser.add_argument(
+        "--start-queue",
+        choices=START_QUEUE,
+        default="ahead",
+        help="with --predict-starts: place the pods ahead in the queue first (ahead), ignore them "
+        "(ignore), or report both",
+    )
+    parser.add_argument(
         "--workers", type=number(int, COUNT), default=os.cpu_count() or 1, help="parallel processes"
     )
     parser.add_argument(
@@ -260,6 +277,12 @@ def refuse_options_that_clash(args: argparse.Namespace) -> None:
         raise CommandLineError(
             "timeline", "--lifetimes", "the model forecasts in the trace's seconds; not with --time-scale"
         )
+    if args.predict_starts and "model" in args.predict_starts and args.time_scale != 1.0:
+        raise CommandLineError(
+            "timeline",
+            "--predict-starts",
+            "the model forecasts in the trace's seconds; not with --time-scale",
+        )
     if not args.compress_arrivals and args.load is not None and args.node_fraction is not None:
         raise CommandLineError(
             "timeline",
@@ -302,6 +325,7 @@ def timeline_specs(args: argparse.Namespace) -> tuple[list[TimelineSpec], str]:
         "max_wait_s": args.max_wait,
         "checkpoint": checkpoint,
         "compress_arrivals": args.compress_arrivals,
+        "predict_starts": start_variants(args.predict_starts, args.start_queue),
     }
     if args.compress_arrivals:
         fraction = COMPRESSED_NODE_FRACTION if args.node_fraction is None else args.node_fraction
@@ -345,6 +369,10 @@ def timeline(args: argparse.Namespace) -> int:
             "ahead: a higher value, the worse one for waits and failures):"
         )
         print(timeline_report.paired_table(summary, differences))
+    if args.predict_starts:
+        summary["start_coverage"] = timeline_starts.summarise(results)
+        print(f"\npredicted starts of the pods that fit nowhere on arrival ({timeline_starts.TABLE_NOTE}):")
+        print(timeline_starts.table(results))
     report.write_summary(summary, args.out / "summary.json")
     timeline_report.plot(results, args.out / "curves.png")
     print(f"wrote {args.out / 'summary.json'} and {args.out / 'curves.png'}")

@@ -30,12 +30,13 @@ time until the next row's (0 before the first).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 from scheduler.sim.timeline import TimelineLog, TimelineSpec, replay_timeline
+from scheduler.sim.timeline_starts import StartRecords
 
 FloatArray = npt.NDArray[np.float64]
 # Points of the curves a result keeps (the plot's resolution).
@@ -173,6 +174,8 @@ class TimelineResult:
     busy_from_s: float
     last_arrival_s: float
     issues: tuple[str, ...]
+    # Per variant, the start forecasts held against actual starts (``timeline_starts``).
+    starts: dict[str, StartRecords] = field(default_factory=dict)
 
 
 def reduce_log(log: TimelineLog, points: int = CURVE_POINTS) -> TimelineResult:
@@ -204,6 +207,7 @@ def reduce_log(log: TimelineLog, points: int = CURVE_POINTS) -> TimelineResult:
         busy_from_s=log.busy_from_s,
         last_arrival_s=float(log.arrival_s[-1]),
         issues=tuple(log.issues),
+        starts=log.starts,
     )
 
 

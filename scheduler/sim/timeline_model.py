@@ -46,13 +46,18 @@ class CrossFitted:
 
     def __call__(self, pods: Sequence[Pod], ages_s: FloatArray) -> FloatArray:
         """Median remaining lifetimes, ``(pods, 1)``: each pod by its out-of-fold model."""
+        return self.quantiles(pods, ages_s, np.array([MEDIAN]))
+
+    def quantiles(self, pods: Sequence[Pod], ages_s: FloatArray, levels: FloatArray) -> FloatArray:
+        """Remaining lifetimes at each of ``levels``, ``(pods, levels)``: each pod by its
+        out-of-fold model (the start forecast's sampler)."""
         rows = np.array([self.row_of[p.key] for p in pods], np.int64)
-        out = np.empty((rows.size, 1), np.float64)
+        out = np.empty((rows.size, len(levels)), np.float64)
         for k, model in enumerate(self.models):
             mine = self.fold[rows] == k
             if mine.any():
                 features = self.lifetimes.features[rows[mine]]
-                out[mine] = model.remaining_quantiles(features, ages_s[mine], (MEDIAN,))
+                out[mine] = model.remaining_quantiles(features, ages_s[mine], tuple(float(q) for q in levels))
         return out
 
 

@@ -20,6 +20,7 @@ from kubernetes import client
 
 from devcluster import kube
 from devcluster import nodes as devnodes
+from scheduler.k8s.scheduling.lifetimes_starts import kube_part
 from scheduler.resources.hami import (
     BIND_PHASE,
     DEVICES_ALLOCATED,
@@ -264,8 +265,9 @@ def test_a_restarted_scheduler_rebuilds_gpu_usage_from_the_pods_annotations(
         message = next(
             e.message for e in pod_events(core, namespace, "s50") if e.reason == "FailedScheduling"
         )
-        # kube's words, preemption included: the T4 node's pods are of the same priority.
-        assert message == (
+        # kube's words, preemption included: the T4 node's pods are of the same priority
+        # (then, ours, when the pod is likely to start).
+        assert kube_part(message) == (
             "0/3 nodes are available: 1 Insufficient nvidia.com/gpu, "
             "2 node(s) didn't match Pod's node affinity/selector. no new claims to deallocate, "
             "preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, "

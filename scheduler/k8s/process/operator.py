@@ -40,6 +40,7 @@ from scheduler.k8s.process.leader import LeaderElector
 from scheduler.k8s.process.settings import Settings
 from scheduler.k8s.process.startup import sync_until_served
 from scheduler.k8s.scheduling.dra_events import DRA_KINDS
+from scheduler.k8s.scheduling.lifetimes import LiveLifetimes
 from scheduler.k8s.scheduling.policy import PolicyManager, TypicalWorkload
 from scheduler.k8s.scheduling.runtime import SchedulerRuntime
 from scheduler.k8s.scheduling.volume_events import VOLUME_KINDS
@@ -54,6 +55,22 @@ if TYPE_CHECKING:
     from kubernetes import client
 
 log = logging.getLogger("rl-scheduler")
+
+
+def live_lifetimes(settings: Settings, metrics: Metrics) -> LiveLifetimes:
+    """The lifetime model the profiles are told of and start forecasts use, with its
+    metrics (``scheduler.k8s.scheduling.lifetimes``)."""
+    return LiveLifetimes(
+        settings.policy_store,
+        on_loaded=partial(lifetime_model_loaded, metrics),
+        on_failure=lambda reason: metrics.lifetime_model_load_failures.labels(reason).inc(),
+    )
+
+
+def lifetime_model_loaded(metrics: Metrics, source: str, version: str) -> None:
+    """``rl_scheduler_lifetime_model_info``: 1 for the model in use, no other series."""
+    metrics.lifetime_model_info.clear()
+    metrics.lifetime_model_info.labels(source, version).set(1)
 
 
 def identity(settings: Settings) -> str:
@@ -94,7 +111,10 @@ async def run(
     me = identity(settings)
     api = KubeApi(settings.client, settings.scheduler_name, me, early_listing, configuration)
     policy = PolicyManager(
-        settings, metrics, TypicalWorkload(settings.typical_pods_trace, settings.typical_pods_window)
+        settings,
+        metrics,
+        TypicalWorkload(settings.typical_pods_trace, settings.typical_pods_window),
+        live_lifetimes(settings, metrics),
     )
     runtime = SchedulerRuntime(settings, api, metrics, policy)
     stop = asyncio.Event()
@@ -244,6 +264,11 @@ def start_scheduling(
         asyncio.create_task(refresh_gauges(runtime), name="gauges"),
         asyncio.create_task(runtime.policy.watch(), name="policy-reload"),
         asyncio.create_task(runtime.resync_forever(), name="resync"),
+        *(
+            [asyncio.create_task(runtime.lifetimes.watch(settings.policy_reload_s), name="lifetime-reload")]
+            if runtime.lifetimes is not None
+            else []
+        ),
     ]
 
 

@@ -37,6 +37,7 @@ from scheduler.online.store import PolicyStore
 from scheduler.plugins.profile_config import ResolvedProfile
 from scheduler.plugins.profiles import build, preset
 from scheduler.plugins.registry import ProfileContext
+from scheduler.plugins.remaining_lifetimes import HiddenLifetimes, RemainingLifetimes
 from scheduler.sim.catalog import pod_list_path
 from scheduler.sim.trace import load_pod_shapes
 from scheduler.state.fragmentation import PodShape, TypicalPods, pod_shape, typical_pods
@@ -147,10 +148,18 @@ class PolicyManager:
     A profile with a learned plugin reads the chosen checkpoint; while that cannot be
     loaded, the ``fallback_profile`` preset schedules its pods instead."""
 
-    def __init__(self, settings: Settings, metrics: Metrics, workload: TypicalWorkload) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        metrics: Metrics,
+        workload: TypicalWorkload,
+        lifetimes: RemainingLifetimes | None = None,
+    ) -> None:
         self.settings = settings
         self.metrics = metrics
         self.workload = workload
+        # What lifetime-aware plugins are told (``lifetimes.LiveLifetimes`` live).
+        self.lifetimes: RemainingLifetimes = lifetimes if lifetimes is not None else HiddenLifetimes()
         self.rng = np.random.default_rng(settings.seed)
         self.profiles = settings.scheduler_profiles()
         self._fingerprint: tuple[str, float] | None = None
@@ -185,7 +194,9 @@ class PolicyManager:
         return any(p.learned for p in self.profiles)
 
     def _context(self, checkpoint: Path | None = None) -> ProfileContext:
-        return ProfileContext(rng=self.rng, typical_pods=self.workload.current, checkpoint=checkpoint)
+        return ProfileContext(
+            rng=self.rng, typical_pods=self.workload.current, checkpoint=checkpoint, lifetimes=self.lifetimes
+        )
 
     def _fallback(self, resolved: ResolvedProfile, why: str) -> ActiveProfile:
         fallback = preset(self.settings.fallback_profile, resolved.scheduler_name)

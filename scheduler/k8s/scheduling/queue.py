@@ -217,6 +217,10 @@ class SchedulingQueue:
         entry.sequence = next(self._counter)
         heapq.heappush(self._backoff, (until, entry.sequence, entry.pod.key))
 
+    def waiting(self) -> list[tuple[Pod, float]]:
+        """The queued pods not handed out, each with when it first entered the queue."""
+        return [(entry.pod, entry.first_seen) for entry in self._pods.values()]
+
     def sizes(self) -> dict[QueueName, int]:
         counts = dict.fromkeys(QueueName, 0)
         for entry in self._pods.values():

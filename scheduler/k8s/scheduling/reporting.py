@@ -21,7 +21,7 @@ SCHEDULER_ERROR = "SchedulerError"
 
 @dataclass
 class _Reported:
-    message: str
+    message: str  # kube's part, without the predicted start
     reason: str
     posted_at: float
 
@@ -44,11 +44,20 @@ class Reporter:
         )
 
     async def failed(
-        self, pod: Pod, message: str, *, reason: str = UNSCHEDULABLE, nominated_node: str | None = None
+        self,
+        pod: Pod,
+        message: str,
+        *,
+        reason: str = UNSCHEDULABLE,
+        nominated_node: str | None = None,
+        predicted_start: str = "",
     ) -> None:
         """A failed attempt: a Warning event and ``PodScheduled=False``, deduplicated;
         with ``nominated_node`` (a preemption's node, or "" to clear it) the status
-        patch carries ``nominatedNodeName`` too and is always written."""
+        patch carries ``nominatedNodeName`` too and is always written.
+        ``predicted_start`` (``; likely to start in ...``) follows ``message`` in what
+        is posted; a change in it alone is not a new message (the forecast moves with
+        every attempt: it is posted again with the repeat)."""
         now = self.clock()
         last = self._last.get(pod.key)
         changed = last is None or last.message != message or last.reason != reason
@@ -56,12 +65,13 @@ class Reporter:
         if not changed and last is not None and now - last.posted_at < self.repeat_after_s:
             return
         self._last[pod.key] = _Reported(message, reason, now)
+        note = message + predicted_start
         await self.api.post_event(
-            pod, type_="Warning", reason="FailedScheduling", action="Scheduling", note=message
+            pod, type_="Warning", reason="FailedScheduling", action="Scheduling", note=note
         )
         if changed:
             await self.api.set_pod_scheduled_condition(
-                pod, reason=reason, message=message, nominated_node=nominated_node
+                pod, reason=reason, message=note, nominated_node=nominated_node
             )
 
     def forget(self, key: str) -> None:

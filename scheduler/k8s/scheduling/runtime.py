@@ -33,6 +33,8 @@ from scheduler.k8s.scheduling.dra_events import DraKind, list_dra
 from scheduler.k8s.scheduling.gang_cycle import GANG_PLUGIN, schedule_gang
 from scheduler.k8s.scheduling.gangs import GangIndex, list_pod_groups
 from scheduler.k8s.scheduling.hami import NodeLocker, NodeLocks
+from scheduler.k8s.scheduling.lifetimes import LiveLifetimes
+from scheduler.k8s.scheduling.lifetimes_starts import StartPredictions, message_suffix, pods_ahead
 from scheduler.k8s.scheduling.policy import ActiveProfile, PolicyManager
 from scheduler.k8s.scheduling.preemptor import Preemptor, failed_scheduling_message
 from scheduler.k8s.scheduling.queue import QueuedPod, QueueName, SchedulingQueue
@@ -97,6 +99,11 @@ class SchedulerRuntime:
         )
         self.preemptor = Preemptor(api, self.cache, policy.rng)
         self.gangs = GangIndex()
+        # The live lifetime model (the profiles' ``ProfileContext.lifetimes``), and the
+        # start forecasts of pods that fit nowhere (none without it).
+        lifetimes = getattr(policy, "lifetimes", None)
+        self.lifetimes = lifetimes if isinstance(lifetimes, LiveLifetimes) else None
+        self.starts = StartPredictions(self.lifetimes, metrics) if self.lifetimes is not None else None
         self.experience: ExperienceLog | None = None
         if settings.experience_dir is not None:
             cap = settings.experience_max_mb * 2**20
@@ -183,12 +190,39 @@ class SchedulerRuntime:
         elif event.change in (PodChange.BOUND, PodChange.GONE):
             if self.queue.forget(event.key):
                 self.reporter.forget(event.key)
+            self._lifetime_event(event.key, bound=event.change is PodChange.BOUND)
             if event.rejected_by_node:
                 self._report_rejected(manifest, event.rejected_by_node)
             if event.frees_resources:
                 self._cluster_changed("AssignedPodDelete")
                 if self.experience is not None:
                     self.experience.append({"kind": "departure", "t": time.time(), "pod": event.key})
+
+    def _lifetime_event(self, key: str, *, bound: bool) -> None:
+        """A pod bound (its age counts from now until its startTime is known) or gone;
+        either way its start forecast and series go."""
+        if self.starts is not None:
+            self.starts.forget(key)
+        if self.lifetimes is not None:
+            if bound:
+                self.lifetimes.bound(key)
+            else:
+                self.lifetimes.forget(key)
+
+    def _predicted_start(self, pod: Pod, active: ActiveProfile) -> str:
+        """``; likely to start in ...`` for a pod that fits nowhere ("" without a
+        lifetime model). A forecast that fails costs its line, never the attempt."""
+        if self.starts is None:
+            return ""
+        try:
+            ahead = pods_ahead(pod, self.queue.waiting())
+            predicted = self.starts.predict(
+                pod, self.cache.state, active.profile.filters, ahead, self.cache.namespace_labels
+            )
+        except Exception:
+            log.exception("start forecast for %s failed", pod.key)
+            return ""
+        return "" if predicted is None else message_suffix(predicted)
 
     def _gang_changed(self, group: str, event: str) -> None:
         """Retry the group's members now (Coscheduling's queueing hints: a pod added,
@@ -277,6 +311,7 @@ class SchedulerRuntime:
             self.gangs.forget_pod(key)
             if self.queue.forget(key):
                 self.reporter.forget(key)
+            self._lifetime_event(key, bound=False)
         if not self.synced.is_set():  # at start only: a line of every pod of ours each resync is too much
             self._record_residents()
         self.synced.set()
@@ -408,17 +443,20 @@ class SchedulerRuntime:
         else:
             rejected_by = frozenset({"PreFilter"})
         self.queue.failed(pod.key, rejected_by, unschedulable=unschedulable)
+        # When it is likely to start (not a gang's: it starts when all of it fits).
+        predicted = self._predicted_start(pod, active) if unschedulable and not gang_message else ""
         if unschedulable and not gang_message and active.profile.preemption is not None:
             # PostFilter reports the attempt; one at a time per pod (the one under way
             # reports this attempt too).
             if pod.key not in self.preemptor.in_flight:
-                self.spawn(self._post_filter(pod, decision, active.profile))
+                self.spawn(self._post_filter(pod, decision, active.profile, predicted))
             return
         if report:
             reason = "Unschedulable" if unschedulable else SCHEDULER_ERROR
-            self.spawn(self.reporter.failed(pod, gang_message or decision.message, reason=reason))
+            message = gang_message or decision.message
+            self.spawn(self.reporter.failed(pod, message, reason=reason, predicted_start=predicted))
 
-    async def _post_filter(self, pod: Pod, decision: Decision, profile: Profile) -> None:
+    async def _post_filter(self, pod: Pod, decision: Decision, profile: Profile, predicted: str = "") -> None:
         """DefaultPreemption for a pod that fits nowhere; its FailedScheduling says what
         came of it, as kube-scheduler's does."""
         self.preemptor.in_flight.add(pod.key)
@@ -428,14 +466,14 @@ class SchedulerRuntime:
                 outcome = await self.preemptor.decide(pod, profile, self.cache.namespace_labels)
             except Exception as error:  # the budgets could not be read: try again next attempt
                 log.warning("preemption for %s not decided: %s: %s", pod.key, type(error).__name__, error)
-                await self.reporter.failed(pod, decision.message)
+                await self.reporter.failed(pod, decision.message, predicted_start=predicted)
                 return
             if outcome is None:  # it fits now: the change that made room requeued it
                 return
             if isinstance(outcome, PreemptionFailure):
                 clear = "" if outcome.clears_nomination and pod.nominated_node_name else None
                 message = failed_scheduling_message(outcome)
-                await self.reporter.failed(pod, message, nominated_node=clear)
+                await self.reporter.failed(pod, message, nominated_node=clear, predicted_start=predicted)
                 return
             self.metrics.preemption_victims.observe(len(outcome.victims))
             await asyncio.gather(

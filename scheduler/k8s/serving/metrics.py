@@ -181,6 +181,33 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.lifetime_model_info = Gauge(
+            "rl_scheduler_lifetime_model_info",
+            "The lifetime model in use (1): source store (the policy store's current version's lifetimes/), "
+            "shipped (the package's), or none (no model loaded), and its version.",
+            ["source", "version"],
+            registry=r,
+        )
+        self.lifetime_model_load_failures = Counter(
+            "rl_scheduler_lifetime_model_load_failures_total",
+            "Lifetime model files refused (missing, incompatible, corrupt, error); the shipped model, or "
+            "none, is used meanwhile.",
+            ["reason"],
+            registry=r,
+        )
+        self.pending_start = Gauge(
+            "rl_scheduler_pending_pod_predicted_start_seconds",
+            "Seconds until a pending pod is likely to start (quantile 0.5 and 0.9), as forecast at its last "
+            "failed attempt from the pods that must leave first; +Inf: no node would fit it.",
+            ["namespace", "pod", "quantile"],
+            registry=r,
+        )
+        self.start_forecast_duration = Histogram(
+            "rl_scheduler_start_forecast_duration_seconds",
+            "Time one pending pod's start forecast takes.",
+            buckets=exponential_buckets(0.0005, 2, 14),
+            registry=r,
+        )
         self.is_leader = Gauge(
             "rl_scheduler_leader",
             "1 while this replica holds the scheduler's Lease and binds pods.",
