@@ -17,31 +17,41 @@ Monte Carlo answers it:
    each resident gets the levels ``(i + 0.5) / samples`` of its distribution in an order
    of its own (a Latin hypercube: exact marginals, residents independent), via the
    source's inverse CDF.
-3. **First fit per node and sample.** On a candidate node, residents leave in time
-   order and give back what they held (their requests; their GPUs' cores, memory and
-   vGPU slots); the pod fits after ``j`` departures when, as ``NodeResourcesFit`` and
-   ``GpuShare`` see it, each resource it asks for has room (its pod count too) and
-   ``count`` GPUs it may use each fit its per-GPU request (``gpu_fit``'s rules: cores,
-   memory, slots, all slots for a whole GPU, HAMi for a share). Room only grows, so the
-   first such ``j`` is the node's time in that sample; the start is the earliest over
-   the nodes. ``inf``: never (no node ever fits, or what must leave never ends).
-4. **Quantiles.** p50 and p90 of the start over the samples (``inverted_cdf``: a start
+3. **The queue ahead.** The pods ahead of it (``ahead``: higher priority, or the same
+   and queued earlier; the first ``max_ahead``, 32) are placed first, in order, each in
+   each sample on the node where it fits first given those before it, on the GPUs it
+   would get there (the lowest-numbered that fit; a share, the fullest that fits). It
+   takes its room at that start and gives it back at its start plus its own lifetime
+   (sampled at age 0); until it starts, the room is the later pods' (a pod that fits
+   goes, whoever waits before it: the replay's FIFO pass, kube's queue). One that could
+   not start before giving up (``ahead_deadlines_s``: the replay's max wait) takes none.
+4. **First fit per node and sample.** On a candidate node, the events (residents
+   leaving, pods ahead starting and leaving) happen in time order; the pod fits after
+   an event when, as ``NodeResourcesFit`` and ``GpuShare`` see it, each resource it asks
+   for has room (its pod count too) and ``count`` GPUs it may use each fit its per-GPU
+   request (``gpu_fit``'s rules: cores, memory, slots, all slots for a whole GPU, HAMi
+   for a share), counted once every event of that time has happened. The first such
+   time is the node's in that sample; the start is the earliest over the nodes.
+   ``inf``: never (no node ever fits, or what must leave never ends).
+5. **Quantiles.** p50 and p90 of the start over the samples (``inverted_cdf``: a start
    some sample had).
 
-What it leaves out, and how that biases it (``docs/lifetimes.md``, "Predicted starts",
-measures it in the replay): pods arriving later that take room freed before it is
-enough (later starts than predicted), preemption, and the pods ahead of it in the
-queue unless ``ahead`` names them: each of those is placed first, in order, on the node
-and GPUs where it would fit earliest in that sample (the replay's FIFO pass), holding
-its room from its start until its own sampled lifetime ends. That is a little
-pessimistic: a pod ahead is taken to hold its room from now, where the pod might have
-used it before the one ahead fitted.
+What it leaves out (``docs/lifetimes.md``, "Predicted starts", measures what that costs
+in the replay): pods arriving later that take room freed before it is enough (later
+starts than predicted), other choices of node or GPU by the profile's scores than
+first fit, preemption, and resident lifetimes' dependence on one another (drawn
+independently).
 
-Cost. Bounded by ``samples`` (default 128) x the residents of at most ``max_nodes``
-candidate nodes (default 32: when more nodes are candidates, the ones whose median
-first fit, with every resident at its median, comes soonest). Measured on a 2-core
-machine (``tests/lifetimes/test_start_forecast.py`` prints it with ``-s``): see
-``docs/lifetimes.md``.
+Cost. At most ``samples`` (128) x the residents of ``max_nodes`` (32) candidate nodes
+that hold something the pod waits for, once, and once more per pod ahead with its
+events: when more nodes are candidates, the ``PRESELECT`` x ``max_nodes`` closest to
+fitting by the state's arrays are looked at, and of them the ``max_nodes`` that fit
+soonest with every resident at its median are sampled. ``ahead_time_s`` bounds the
+time spent on the pods ahead (the live scheduler gives them 0.1 s). Measured on a
+shared 2-core machine, 1,000 8-GPU nodes with 16 pods each, a 4-GPU pod, 32 nodes
+sampled: 12 ms alone, 164 ms with 8 pods ahead, 1.4 s with 32 and 141 ms with 32 given
+0.1 s (``tests/lifetimes/test_start_forecast.py`` prints it with ``-s``); in the
+replays (34-48 GPUs, up to 30 pods queued) 12-59 ms a forecast with the queue.
 """
 
 from __future__ import annotations
@@ -337,7 +347,7 @@ def first_fit(need: _Need, nodes: _Nodes, leave_s: FloatArray, ahead: _Ahead | N
     return _Fit(at, gpus, milli)
 
 
-def _first_fit(  # noqa: PLR0915 - one event loop over releases, kept in one place
+def _first_fit(
     need: _Need,
     nodes: _Nodes,
     part: slice,
@@ -346,29 +356,73 @@ def _first_fit(  # noqa: PLR0915 - one event loop over releases, kept in one pla
     columns: IntArray,
     usable: BoolArray | None,
 ) -> tuple[FloatArray, BoolArray, IntArray]:
-    m, s, k = leave.shape
+    m, s, _ = leave.shape
     g = MAX_GPUS_PER_NODE
-    checked = int(np.count_nonzero(need.checked))
     now = nodes.room[part][:, None, columns]  # [m, 1, c]
-    least = now if ahead is None else now - ahead.taken[part][:, :, columns]
-    # A resource no node here is short of, even with every pod ahead holding its share,
-    # never stops the pod: its column goes, and the residents that hold only such
-    # resources (their departures change nothing the pod waits for).
+    columns, now, request = _short_columns(need, columns, now, None if ahead is None else ahead.taken[part])
+    release, leave = _relevant_residents(nodes.release[part][:, :, columns], leave)
+    times, room = _room_after_events(release, leave, now, ahead, part, columns)
+    checked = request.size
+    fits = np.all(room[..., :checked] >= request, axis=3)  # [m, S, K + 1]
+    if ahead is not None:
+        # Pods ahead take room as well as residents give it: the room only counts once
+        # every event of its time has happened (after the last one of a time).
+        at_prefix = np.concatenate([np.zeros((m, s, 1)), times], axis=2)
+        next_event = np.concatenate([times, np.full((m, s, 1), np.inf)], axis=2)
+        fits &= (at_prefix < next_event) & np.isfinite(at_prefix)
+    free = fitting = None
+    if usable is not None:
+        free, fitting = _fitting_gpus(need, nodes, part, room[..., checked:], usable)
+        fits &= np.count_nonzero(fitting, axis=3) >= need.gpu_count
+    first = np.argmax(fits, axis=2)[..., None]  # [m, S, 1]
+    ok = np.take_along_axis(fits, first, axis=2)[..., 0]
+    padded = np.concatenate([np.zeros((m, s, 1)), times], axis=2)
+    at = np.where(ok, np.take_along_axis(padded, first, axis=2)[..., 0], np.inf)
+    if fitting is None:
+        return at, np.zeros((m, s, g), np.bool_), np.zeros((m, s, g), np.int64)
+    pick_first = first[..., None]
+    gpus = np.take_along_axis(fitting, pick_first, axis=2)[:, :, 0] & ok[..., None]
+    if free is None:
+        return at, gpus, np.where(gpus, MILLI_PER_GPU, 0)
+    milli = np.take_along_axis(free, pick_first, axis=2)[:, :, 0]
+    return at, gpus, milli
+
+
+def _short_columns(
+    need: _Need, columns: IntArray, now: IntArray, taken: IntArray | None
+) -> tuple[IntArray, IntArray, IntArray]:
+    """A resource no node here is short of, even with every pod ahead holding its share
+    (``taken``), never stops the pod: its column goes. The columns kept, the room now in
+    them and the request in the resources kept."""
+    checked = int(np.count_nonzero(need.checked))
+    least = now if taken is None else now - taken[:, :, columns]
     short = np.any(least[:, :, :checked] < need.request[need.checked], axis=(0, 1))
     keep = np.concatenate([np.flatnonzero(short), np.arange(checked, columns.size)])
-    request = need.request[need.checked][short]
-    columns, now = columns[keep], now[:, :, keep]
-    checked = int(short.sum())
-    release = nodes.release[part][:, :, columns]  # [m, K, c]
+    return columns[keep], now[:, :, keep], need.request[need.checked][short]
+
+
+def _relevant_residents(release: IntArray, leave: FloatArray) -> tuple[IntArray, FloatArray]:
+    """Only the residents that hold something the pod waits for, padded per node (a
+    padded one gives nothing and never leaves): ``[m, K', c]`` and ``[m, S, K']``."""
+    m, s, k = leave.shape
     relevant = np.any(release != 0, axis=2)  # [m, K]
     kept = int(relevant.sum(axis=1).max(initial=0))
-    if kept < k:
-        pick = np.argsort(~relevant, axis=1, kind="stable")[:, :kept]  # [m, K']
-        mask = np.take_along_axis(relevant, pick, axis=1)
-        release = np.take_along_axis(release, pick[:, :, None], axis=1) * mask[:, :, None]
-        leave = np.take_along_axis(leave, np.broadcast_to(pick[:, None, :], (m, s, kept)), axis=2)
-        leave = np.where(mask[:, None, :], leave, np.inf)
-        k = kept
+    if kept == k:
+        return release, leave
+    pick = np.argsort(~relevant, axis=1, kind="stable")[:, :kept]  # [m, K']
+    mask = np.take_along_axis(relevant, pick, axis=1)
+    release = np.take_along_axis(release, pick[:, :, None], axis=1) * mask[:, :, None]
+    leave = np.take_along_axis(leave, np.broadcast_to(pick[:, None, :], (m, s, kept)), axis=2)
+    return release, np.where(mask[:, None, :], leave, np.inf)
+
+
+def _room_after_events(
+    release: IntArray, leave: FloatArray, now: IntArray, ahead: _Ahead | None, part: slice, columns: IntArray
+) -> tuple[FloatArray, IntArray]:
+    """The events in time order per node and sample ``[m, S, E]`` (residents leaving;
+    pods ahead starting and ending), and the room after each prefix of them
+    ``[m, S, E + 1, c]`` (the first: now)."""
+    m, s, k = leave.shape
     if ahead is None:
         order = np.argsort(leave, axis=2, kind="stable")
         gathered = release[np.arange(m)[:, None, None], order]  # [m, S, K, c]
@@ -385,39 +439,27 @@ def _first_fit(  # noqa: PLR0915 - one event loop over releases, kept in one pla
     room[:, :, :1] = now[:, :, None]
     np.cumsum(gathered, axis=2, out=room[:, :, 1:])
     room[:, :, 1:] += now[:, :, None]
-    fits = np.all(room[..., :checked] >= request, axis=3)  # [m, S, K + 1]
-    if ahead is not None:
-        # Pods ahead take room as well as residents give it: the room only counts once
-        # every event of its time has happened (after the last one of a time).
-        at_prefix = np.concatenate([np.zeros((m, s, 1)), times], axis=2)
-        next_event = np.concatenate([times, np.full((m, s, 1), np.inf)], axis=2)
-        fits &= (at_prefix < next_event) & np.isfinite(at_prefix)
+    return times, room
+
+
+def _fitting_gpus(
+    need: _Need, nodes: _Nodes, part: slice, per_gpu: IntArray, usable: BoolArray
+) -> tuple[IntArray | None, BoolArray]:
+    """``[m, S, E + 1, G]``: the GPUs that fit the pod after each prefix of events
+    (``gpu_fit``'s rules), and their free cores (None for whole GPUs: all of them)."""
+    g = MAX_GPUS_PER_NODE
+    slots = per_gpu[..., -g:]
     free = None
-    if usable is not None:
-        per_gpu = room[..., checked:]
-        slots = per_gpu[..., -g:]
-        if _whole(need):
-            fitting = slots == nodes.gpu_slots[part][:, None, None, :]
-        else:
-            free = per_gpu[..., :g]
-            fitting = (free >= need.gpu_milli if need.gpu_milli else free > 0) & (slots > 0)
-            if per_gpu.shape[3] == 3 * g:
-                memory_need = _memory_need(need, nodes.gpu_memory[part])[:, None, None, :]
-                fitting &= per_gpu[..., g : 2 * g] >= memory_need
-        fitting &= usable[:, None, None, :]
-        fits &= np.count_nonzero(fitting, axis=3) >= need.gpu_count
-    first = np.argmax(fits, axis=2)[..., None]  # [m, S, 1]
-    ok = np.take_along_axis(fits, first, axis=2)[..., 0]
-    padded = np.concatenate([np.zeros((m, s, 1)), times], axis=2)
-    at = np.where(ok, np.take_along_axis(padded, first, axis=2)[..., 0], np.inf)
-    if usable is None:
-        return at, np.zeros((m, s, g), np.bool_), np.zeros((m, s, g), np.int64)
-    pick_first = first[..., None]
-    gpus = np.take_along_axis(fitting, pick_first, axis=2)[:, :, 0] & ok[..., None]
-    if free is None:
-        return at, gpus, np.where(gpus, MILLI_PER_GPU, 0)
-    milli = np.take_along_axis(free, pick_first, axis=2)[:, :, 0]
-    return at, gpus, milli
+    if _whole(need):
+        fitting = slots == nodes.gpu_slots[part][:, None, None, :]
+    else:
+        free = per_gpu[..., :g]
+        fitting = (free >= need.gpu_milli if need.gpu_milli else free > 0) & (slots > 0)
+        if per_gpu.shape[3] == 3 * g:
+            memory_need = _memory_need(need, nodes.gpu_memory[part])[:, None, None, :]
+            fitting &= per_gpu[..., g : 2 * g] >= memory_need
+    fitting &= usable[:, None, None, :]
+    return free, fitting
 
 
 def _levels(samples: int) -> FloatArray:

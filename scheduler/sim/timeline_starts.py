@@ -158,10 +158,11 @@ class StartRecorder:
             records.gpu_milli = gpu_milli[pods]
             levels = np.empty(pods.size)
             for j, samples in enumerate(records.samples):
-                started = not np.isnan(records.wait_s[j])
-                seen = records.wait_s[j] if started else records.censor_s[j]
-                found = np.searchsorted(samples, seen, side="left" if started else "right")
-                levels[j] = found / max(samples.size, 1)
+                if np.isnan(records.wait_s[j]):  # F(censor): a lower bound
+                    before = np.searchsorted(samples, records.censor_s[j], side="right")
+                else:  # F(wait-)
+                    before = np.searchsorted(samples, records.wait_s[j], side="left")
+                levels[j] = before / max(samples.size, 1)
             records.level = levels
             records.samples = []
         return self.records
