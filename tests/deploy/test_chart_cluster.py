@@ -259,6 +259,11 @@ def test_requests_outside_the_rbac_are_refused(core: client.CoreV1Api, identity:
         ("storage.k8s.io", "csinodes", "", "list"), ("storage.k8s.io", "csinodes", "", "watch"),
         ("scheduling.x-k8s.io", "podgroups", "", "list"), ("scheduling.x-k8s.io", "podgroups", "", "watch"),
         ("scheduling.k8s.io", "podgroups", "", "list"), ("scheduling.k8s.io", "podgroups", "", "watch"),
+        ("resource.k8s.io", "deviceclasses", "", "list"), ("resource.k8s.io", "deviceclasses", "", "watch"),
+        ("resource.k8s.io", "resourceslices", "", "list"), ("resource.k8s.io", "resourceslices", "", "watch"),
+        ("resource.k8s.io", "resourceclaims", "", "list"), ("resource.k8s.io", "resourceclaims", "", "watch"),
+        ("resource.k8s.io", "resourceclaims", "", "patch"),
+        ("resource.k8s.io", "resourceclaims/status", "", "patch"),
         ("authentication.k8s.io", "tokenreviews", "", "create"),
         ("authorization.k8s.io", "subjectaccessreviews", "", "create"),
     }  # fmt: skip
