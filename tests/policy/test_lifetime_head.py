@@ -21,33 +21,13 @@ from scheduler.policy.weights import CheckpointError
 from scheduler.sim.replay import trace_typical_pods
 from scheduler.state.cluster_state import ClusterState
 from tests.builders import all_nodes, make_node, make_pod
+from tests.lifetime_scoring.test_fgd_reserve_lifetime import HOUR, RESIDENTS, cluster
 
-HOUR = 3600.0
 HORIZON_S = 168 * HOUR
-RESIDENTS = {"busy": 10.0, "short": 3.0}  # lifetimes (h); placed at 0, now 2 h
 
 
 def lg(x: float) -> float:
     return math.log2(1.0 + x)
-
-
-def cluster(clock: ResidentClock) -> ClusterState:
-    """busy (8 GPUs): a 1-GPU pod with 8 h left; short (8 GPUs): one with 1 h left; free
-    (8 GPUs) and small (2 GPUs): whole free; cpu: no GPU."""
-    state = ClusterState(
-        [
-            make_node("busy", cpu="96", memory="512Gi", gpus=8),
-            make_node("short", cpu="96", memory="512Gi", gpus=8),
-            make_node("free", cpu="96", memory="512Gi", gpus=8),
-            make_node("small", cpu="96", memory="512Gi", gpus=2),
-            make_node("cpu", cpu="96", memory="512Gi"),
-        ]
-    )
-    for name in RESIDENTS:
-        state.place(make_pod(name, cpu="4", gpus=1), name, (0,))
-        clock.start(f"default/{name}")
-    clock.advance(2 * HOUR)
-    return state
 
 
 def oracle(clock: ResidentClock, new_h: float) -> OracleLifetimes:
