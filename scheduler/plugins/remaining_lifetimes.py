@@ -13,7 +13,8 @@ framework hands plugins listers the same way) and asks it, in one scheduling cyc
 Either answer is None when the source knows nothing; a plugin then scores exactly as
 it would without it. Three sources:
 
-- ``HiddenLifetimes``: no information (the live scheduler until a model is trained);
+- ``HiddenLifetimes``: no information (the replay's default; the live source is
+  ``scheduler.k8s.scheduling.lifetimes``, which answers None when no model loads);
 - ``OracleLifetimes``: the trace's true lifetimes less each resident's age (the
   replay's ceiling on what lifetime-awareness can give; infinite for a pod that never
   ends in the replay);

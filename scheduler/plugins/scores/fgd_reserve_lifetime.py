@@ -36,8 +36,9 @@ On ``gpushare40`` it does not help: at load 1 GPUHours costs 1.5-2.1 points of G
 allocated. A cross-fitted model's median (``--lifetimes model``) gets, on ``default``
 at load 0.8, 0.82x waited and 0.86x failed GPU-hours, and nothing at load 1.
 
-The live scheduler gives it no lifetime source yet (``ProfileContext.lifetimes`` is
-hidden there), so a live ``fgd-reserve-lifetime`` profile decides as ``fgd-reserve``.
+Live, ``ProfileContext.lifetimes`` is ``scheduler.k8s.scheduling.lifetimes.LiveLifetimes``
+(the policy store's refitted model, else the shipped one); when no model loads it
+answers None and a live ``fgd-reserve-lifetime`` profile decides as ``fgd-reserve``.
 """
 
 from __future__ import annotations
