@@ -133,6 +133,85 @@ def test_readding_a_known_pod_updates_it_in_place() -> None:
     assert q.pop() is None
 
 
+def _with_claim_status(claim: str | None) -> dict[str, object]:
+    """A pod with a template claim; ``claim`` is the claim's name in its status (None:
+    the resourceclaim controller has not created it yet)."""
+    manifest = pod_manifest("p")
+    manifest["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
+    if claim is not None:
+        manifest["status"] = {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": claim}]}
+    return manifest
+
+
+def _relabelled() -> dict[str, object]:
+    manifest = pod_manifest("p")
+    manifest["metadata"]["labels"] = {"team": "a"}
+    return manifest
+
+
+def _status_only() -> dict[str, object]:
+    manifest = pod_manifest("p")
+    manifest["status"] = {"conditions": [{"type": "PodScheduled", "status": "False"}]}
+    return manifest
+
+
+# (first version, the update, where an unschedulable pod goes): kube's isPodUpdated,
+# which ignores the status except the claims it names.
+UPDATES = [
+    ("claim created", _with_claim_status(None), _with_claim_status("p-gpu-x"), QueueName.ACTIVE),
+    ("labels", pod_manifest("p"), _relabelled(), QueueName.ACTIVE),
+    ("a status condition only", pod_manifest("p"), _status_only(), QueueName.UNSCHEDULABLE),
+    ("the same pod again", pod_manifest("p"), pod_manifest("p"), QueueName.UNSCHEDULABLE),
+]
+
+
+@pytest.mark.parametrize(
+    ("first", "update", "where"), [row[1:] for row in UPDATES], ids=[row[0] for row in UPDATES]
+)
+def test_an_update_of_an_unschedulable_pod(
+    first: dict[str, object], update: dict[str, object], where: QueueName
+) -> None:
+    q, clock = queue()
+    q.add(pod_from_manifest(first))
+    entry = q.pop()
+    assert entry is not None
+    q.failed(entry.pod.key, frozenset({"DynamicResources"}), unschedulable=True)
+    clock.now += 5  # past its 1 s backoff
+    assert q.add(pod_from_manifest(update)) is where
+    assert (q.pop() is not None) is (where is QueueName.ACTIVE)
+
+
+@pytest.mark.parametrize(
+    ("first", "update", "where"), [row[1:] for row in UPDATES], ids=[row[0] for row in UPDATES]
+)
+def test_an_update_while_the_pod_is_tried(
+    first: dict[str, object], update: dict[str, object], where: QueueName
+) -> None:
+    """A change that would move an unschedulable pod makes a failure back off instead."""
+    q, _ = queue()
+    q.add(pod_from_manifest(first))
+    entry = q.pop()
+    assert entry is not None
+    q.add(pod_from_manifest(update))
+    expected = QueueName.BACKOFF if where is QueueName.ACTIVE else QueueName.UNSCHEDULABLE
+    assert q.failed(entry.pod.key, frozenset({"DynamicResources"}), unschedulable=True) is expected
+
+
+def test_an_update_of_a_pod_still_backing_off_waits_out_its_backoff() -> None:
+    q, clock = queue()
+    q.add(make_pod("p", cpu="1"))
+    entry = q.pop()
+    assert entry is not None
+    q.failed(entry.pod.key, frozenset({"NodeResourcesFit"}), unschedulable=True)
+    clock.now += 0.5
+    assert q.add(make_pod("p", cpu="2")) is QueueName.BACKOFF
+    assert q.pop() is None
+    clock.now += 0.6
+    popped = q.pop()
+    assert popped is not None
+    assert popped.pod.cpu_milli == 2000
+
+
 def parked(q: SchedulingQueue, *names: str) -> None:
     """Pop ``names`` and fail each as unschedulable: they wait for a change."""
     for name in names:

@@ -3,8 +3,11 @@
 - active: pods ready to be tried, highest priority first, then first come;
 - backoff: pods that failed recently and wait ``1 s * 2**(attempts-1)``, at most 10 s;
 - unschedulable: pods no node could take; they move back when the cluster changes
-  in a way that could help (a node added or changed, a pod deleted) and at the latest
-  after 5 minutes.
+  in a way that could help (a node added or changed, a pod deleted), when the pod
+  itself changes in what the scheduler reads (its spec, labels, or the claims
+  ``status.resourceClaimStatuses`` names: kube's ``isPodUpdated``), and at the latest
+  after 5 minutes. A pod that changes while it is being tried backs off instead of
+  waiting as unschedulable (kube's in-flight events).
 
 Pods with scheduling gates wait aside ("gated") until the gates are removed. Pure
 logic with an injected clock: the operator drives it from watch events and its loop.
@@ -51,6 +54,8 @@ class QueuedPod:
     sequence: int = 0
     # The queue's move cycle when the pod was handed out (see SchedulingQueue).
     move_cycle: int = 0
+    # The pod changed while it was being tried: a failure backs off, not parks.
+    changed_in_flight: bool = False
 
     def backoff_s(self) -> float:
         if self.attempts <= 0:
@@ -81,9 +86,14 @@ class SchedulingQueue:
         """A new pending pod, or a new version of one already queued."""
         known = self._pods.get(pod.key) or self._in_flight.get(pod.key)
         if known is not None:
+            changed = pod != known.pod
             known.pod = pod
-            if known.where is QueueName.GATED and not pod.scheduling_gates:
+            if pod.key in self._in_flight:
+                known.changed_in_flight = known.changed_in_flight or changed
+            elif known.where is QueueName.GATED and not pod.scheduling_gates:
                 self._activate(known)
+            elif known.where is QueueName.UNSCHEDULABLE and changed:
+                self._to_backoff(known)
             return known.where
         entry = QueuedPod(pod, self.clock(), sequence=next(self._counter))
         self._pods[pod.key] = entry
@@ -143,7 +153,8 @@ class SchedulingQueue:
             return None  # deleted meanwhile
         entry.failed_at = self.clock()
         entry.rejected_by = rejected_by
-        changed_meanwhile = entry.move_cycle != self._move_cycle
+        changed_meanwhile = entry.move_cycle != self._move_cycle or entry.changed_in_flight
+        entry.changed_in_flight = False
         if unschedulable and not changed_meanwhile:
             entry.where = QueueName.UNSCHEDULABLE
         else:
