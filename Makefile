@@ -58,7 +58,7 @@ images: real-node-deps
 	hack/images.sh $(IMAGES)
 
 # The dashboard JSON, its ConfigMap and the plain manifests in deploy/ are generated from
-# hack/dashboard and the chart, the README's settings table from scheduler/k8s/process/settings.py:
+# hack/dashboard and the chart, docs/configuration.md's settings table from scheduler/k8s/process/settings.py:
 # run this after changing any of them (tests check).
 generate: setup
 	PYTHONPATH=hack $(BIN)/python -m dashboard

@@ -1,4 +1,4 @@
-"""The README's settings table is generated from the settings' models
+"""The settings table of docs/configuration.md is generated from the settings' models
 (``hack/settings_table.py``) and kept current: the committed table must be the
 generator's output."""
 
@@ -13,9 +13,9 @@ import settings_table
 from settings_table import BEGIN, END, SettingsTableError, rows, splice, table
 
 
-def test_the_readmes_table_is_the_generated_one() -> None:
-    readme = settings_table.README.read_text()
-    assert splice(readme, table()) == readme, "README.md's settings table is stale: run `make generate`"
+def test_the_pages_table_is_the_generated_one() -> None:
+    page = settings_table.PAGE.read_text()
+    assert splice(page, table()) == page, "docs/configuration.md's table is stale: run `make generate`"
 
 
 def _row(setting: str) -> tuple[str, str, str, str]:
@@ -100,7 +100,7 @@ def test_main_rewrites_a_stale_table_and_leaves_a_current_one(
 ) -> None:
     readme = tmp_path / "README.md"
     readme.write_text(f"# x\n{BEGIN}\nstale\n{END}\n")
-    monkeypatch.setattr(settings_table, "README", readme)
+    monkeypatch.setattr(settings_table, "PAGE", readme)
     monkeypatch.setattr(settings_table, "REPO", tmp_path)
     settings_table.main()
     assert readme.read_text() == f"# x\n{BEGIN}\n{table()}{END}\n"
