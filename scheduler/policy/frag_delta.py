@@ -11,8 +11,8 @@ smallest dF (ties to the lowest index); that GPU is also the one the pod gets. W
 GPUs go to the lowest-index free GPUs, as FGD places them; a CPU-only pod changes F
 through the CPU it takes.
 
-Values are cached per pod shape and node version, like ``FgdScore``: between two pods
-of the same shape only the nodes that changed are computed again.
+Values are cached per pod shape and node version (``ShapeCache``, as ``FgdScore``'s):
+between two pods of the same shape only the nodes that changed are computed again.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import numpy.typing as npt
 
 from scheduler.plugins.scores.fgd import NodeFragCache
 from scheduler.plugins.scores.fgd_common import cpu_left
+from scheduler.plugins.scores.node_version_cache import ShapeCache, unset_versions
 from scheduler.resources.gpu import GpuRequest
 from scheduler.state.cluster_state import BoolArray, ClusterState, IntArray
 from scheduler.state.fragmentation import FragmentationModel, PodShape, TypicalPods
@@ -37,6 +38,10 @@ class _Entry:
     version: IntArray
     delta: FloatArray
     gpu: IntArray
+
+    @classmethod
+    def unset(cls, n: int) -> _Entry:
+        return cls(unset_versions(n), np.zeros(n), np.full(n, -1, np.int64))
 
 
 def _whole_gpu_state(free: IntArray, fits: BoolArray, shape: PodShape) -> IntArray:
@@ -54,25 +59,14 @@ class FragDelta:
     def __init__(self, typical: TypicalPods) -> None:
         self.model = FragmentationModel(typical)
         self.node_frag = NodeFragCache(self.model)
-        self._cache: dict[tuple[PodShape, tuple[object, ...]], _Entry] = {}
-        self._state_serial = 0
+        self._cache: ShapeCache[_Entry] = ShapeCache(_Entry.unset, self._forget_frag)
 
-    def _entry(self, state: ClusterState, key: tuple[PodShape, tuple[object, ...]]) -> _Entry:
-        if state.serial != self._state_serial:
-            self._cache.clear()
-            self.node_frag = NodeFragCache(self.model)
-            self._state_serial = state.serial
-        n = len(state)
-        entry = self._cache.get(key)
-        if entry is None or entry.version.size != n:
-            entry = _Entry(np.full(n, -1, np.int64), np.zeros(n), np.full(n, -1, np.int64))
-            self._cache[key] = entry
-        return entry
+    def _forget_frag(self) -> None:
+        self.node_frag = NodeFragCache(self.model)
 
     def frag(self, state: ClusterState, nodes: IntArray) -> FloatArray:
         """F of the nodes' current states (milli-GPU)."""
-        if state.serial != self._state_serial:
-            self._entry(state, (PodShape(0, 0, 0), ()))
+        self._cache.sync(state)
         return self.node_frag.frag(state, nodes)
 
     def delta(
@@ -80,8 +74,8 @@ class FragDelta:
     ) -> tuple[FloatArray, IntArray]:
         """``(dF, gpu)`` for ``nodes``; ``gpu`` is the share's GPU (-1 for other pods).
         ``gpu`` (the pod's request) decides which GPUs fit."""
-        entry = self._entry(state, (shape, gpu.gpu_filter_key))
-        stale = nodes[entry.version[nodes] != state.node_version[nodes]]
+        entry = self._cache.entry(state, (shape, gpu.gpu_filter_key))
+        stale = ShapeCache.stale(entry, state, nodes)
         if stale.size:
             before = self.node_frag.frag(state, stale)
             fits = gpus_fitting(state, stale, gpu)
@@ -92,7 +86,7 @@ class FragDelta:
                 choice = np.full(stale.size, -1, np.int64)
             entry.delta[stale] = after - before
             entry.gpu[stale] = choice
-            entry.version[stale] = state.node_version[stale]
+            ShapeCache.mark_fresh(entry, state, stale)
         return entry.delta[nodes], entry.gpu[nodes]
 
     def _share(

@@ -11,8 +11,8 @@ GPUs can take the pod is ``scheduler.state.gpu_fit``'s (memory and slots too); F
 counts cores only.
 
 Scores are cached per pod shape (and what else decides which GPUs fit) and node
-version: between two pods of the same shape only the nodes that changed are scored
-again.
+version (``node_version_cache``): between two pods of the same shape only the nodes
+that changed are scored again.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import numpy.typing as npt
 from scheduler.framework.plugin import CycleContext
 from scheduler.plugins.scores.fgd_common import cpu_left
 from scheduler.plugins.scores.gpu_choice import exclusive_gpus, taken_fullest_first
+from scheduler.plugins.scores.node_version_cache import ShapeCache, unset_versions
 from scheduler.resources.gpu import GpuRequest
 from scheduler.state.cluster_state import ClusterState, IntArray
 from scheduler.state.fragmentation import FragmentationModel, PodShape, TypicalPods, pod_shape
@@ -41,6 +42,10 @@ class _ShapeScores:
     version: IntArray
     score: IntArray
     gpu: IntArray
+
+    @classmethod
+    def unset(cls, n: int) -> _ShapeScores:
+        return cls(unset_versions(n), np.zeros(n, np.int64), np.full(n, -1, np.int64))
 
 
 class NodeFragCache:
@@ -75,26 +80,16 @@ class FgdScore:
     def __init__(self, typical: TypicalPods) -> None:
         self.model = FragmentationModel(typical)
         self.node_frag = NodeFragCache(self.model)
-        self._cache: dict[tuple[PodShape, tuple[object, ...]], _ShapeScores] = {}
-        self._state_id = 0
+        self._cache: ShapeCache[_ShapeScores] = ShapeCache(_ShapeScores.unset, self._forget_frag)
 
-    def _entry(self, state: ClusterState, key: tuple[PodShape, tuple[object, ...]]) -> _ShapeScores:
-        if state.serial != self._state_id:
-            self._cache.clear()
-            self.node_frag = NodeFragCache(self.model)
-            self._state_id = state.serial
-        n = len(state)
-        entry = self._cache.get(key)
-        if entry is None or entry.version.size != n:
-            entry = _ShapeScores(np.full(n, -1, np.int64), np.zeros(n, np.int64), np.full(n, -1, np.int64))
-            self._cache[key] = entry
-        return entry
+    def _forget_frag(self) -> None:
+        self.node_frag = NodeFragCache(self.model)
 
     def _refresh(
         self, state: ClusterState, shape: PodShape, gpu: GpuRequest, nodes: IntArray
     ) -> _ShapeScores:
-        entry = self._entry(state, (shape, gpu.gpu_filter_key))
-        stale = nodes[entry.version[nodes] != state.node_version[nodes]]
+        entry = self._cache.entry(state, (shape, gpu.gpu_filter_key))
+        stale = ShapeCache.stale(entry, state, nodes)
         if stale.size:
             before = self.node_frag.frag(state, stale)
             if shape.gpu_count == 1 and shape.gpu_milli < 1000:
@@ -104,7 +99,7 @@ class FgdScore:
                 choice = np.full(stale.size, -1, np.int64)
             entry.score[stale] = score
             entry.gpu[stale] = choice
-            entry.version[stale] = state.node_version[stale]
+            ShapeCache.mark_fresh(entry, state, stale)
         return entry
 
     def _score_share(
