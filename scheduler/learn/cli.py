@@ -15,14 +15,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
-from scheduler.cli_values import COUNT, existing_dir, named_by, number, parse_seeds
+from scheduler.cli_values import existing_dir, named_by
 from scheduler.learn.ablation import NETWORK_OFF
 from scheduler.learn.args import add_dataclass_arguments, from_namespace
 from scheduler.learn.options import (
@@ -37,8 +36,9 @@ from scheduler.learn.options import (
 from scheduler.plugins.profiles import profile_names
 from scheduler.policy.config import PER_NODE_KINDS
 from scheduler.sim import paired, report
-from scheduler.sim.catalog import DEFAULT_NODE_LIST, node_list_path, pod_list_path
-from scheduler.sim.cli import FGD_BASELINES, _advance, add_ray_address, print_issues
+from scheduler.sim.catalog import pod_list_path
+from scheduler.sim.cli import FGD_BASELINES, _advance, print_issues
+from scheduler.sim.replay_options import add_node_list, add_outputs, add_ray_address, add_seeds, add_workers
 
 LEARNED = "gnn"
 TEACHER = "fgd-reserve"
@@ -144,25 +144,17 @@ def register(commands: Any) -> None:
         help=f"baselines beside {LEARNED}, {TEACHER} and {NETWORK_OFF} (always replayed); "
         f"repeatable [{', '.join(('default', *FGD_BASELINES))}]",
     )
-    evaluate.add_argument("--seeds", type=parse_seeds, default=parse_seeds("42-51"), help="seeds")
-    evaluate.add_argument(
-        "--nodes",
-        type=named_by(node_list_path),
-        default=DEFAULT_NODE_LIST,
-        help="openb node list name or CSV path (traces only)",
-    )
+    add_seeds(evaluate)
+    add_node_list(evaluate, "openb node list name or CSV path (traces only)")
     evaluate.add_argument(
         "--synthetic", action="store_true", help="the synthetic CPU/memory workload instead of traces"
     )
-    evaluate.add_argument(
-        "--workers", type=number(int, COUNT), default=os.cpu_count() or 1, help="parallel processes"
-    )
+    add_workers(evaluate)
     add_ray_address(evaluate, "replays")
-    evaluate.add_argument("--out", type=Path, default=Path("runs/evaluate"), help="folder for the outputs")
+    add_outputs(evaluate, "runs/evaluate", "folder for the outputs")
     evaluate.add_argument(
         "--record", action="store_true", help="write the results into the checkpoint's manifest.json"
     )
-    evaluate.add_argument("--quiet", action="store_true", help="no progress bar")
     evaluate.set_defaults(handler=_evaluate)
 
 

@@ -5,18 +5,17 @@ print the comparison, write ``summary.json`` and a plot."""
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, Protocol
 
 from tqdm import tqdm
 
-from scheduler.cli_values import COUNT, NON_NEGATIVE, POSITIVE, named_by, number, parse_seeds, ray_address
+from scheduler.cli_values import COUNT, NON_NEGATIVE, POSITIVE, named_by, number
 from scheduler.plugins.profiles import profile_names
 from scheduler.sim import report
-from scheduler.sim.catalog import DEFAULT_NODE_LIST, node_list_path, pod_list_path
+from scheduler.sim.catalog import pod_list_path
 from scheduler.sim.replay import NODE_ORDER_DRAWS
+from scheduler.sim.replay_options import add_node_list, add_outputs, add_ray_address, add_seeds, add_workers
 from scheduler.sim.sweep import expand, run_sweep, run_synthetic_spec, run_trace
 from scheduler.sim.synthetic import SyntheticSpec
 
@@ -56,17 +55,6 @@ def _advance(bar: tqdm[Any]) -> Callable[[int], None]:
     return advance
 
 
-def add_ray_address(parser: argparse.ArgumentParser, what: str) -> None:
-    parser.add_argument(
-        "--ray-address",
-        type=ray_address,
-        default=None,
-        metavar="ADDRESS",
-        help=f"run the {what} on the Ray cluster at ADDRESS (auto, HOST:PORT or ray://HOST:PORT; "
-        "its nodes need rl-scheduler and the files named here) instead of --workers local processes",
-    )
-
-
 def register(commands: Any) -> None:
     parser: argparse.ArgumentParser = commands.add_parser(
         "simulate",
@@ -91,18 +79,8 @@ def register(commands: Any) -> None:
         choices=profile_names(),
         help=f"score profile; repeatable [{', '.join(DEFAULT_POLICIES)}]",
     )
-    parser.add_argument(
-        "--seeds",
-        type=parse_seeds,
-        default=parse_seeds("42-51"),
-        help="seeds (non-negative), e.g. 42-51 or 42,43",
-    )
-    parser.add_argument(
-        "--nodes",
-        type=named_by(node_list_path),
-        default=DEFAULT_NODE_LIST,
-        help="openb node list name or CSV path (traces only)",
-    )
+    add_seeds(parser)
+    add_node_list(parser, "openb node list name or CSV path (traces only)")
     parser.add_argument(
         "--tune",
         type=number(float, POSITIVE),
@@ -124,14 +102,9 @@ def register(commands: Any) -> None:
     parser.add_argument(
         "--synthetic-load", type=number(float, POSITIVE), default=1.1, help="steady-state demand / capacity"
     )
-    parser.add_argument(
-        "--workers", type=number(int, COUNT), default=os.cpu_count() or 1, help="parallel processes"
-    )
+    add_workers(parser)
     add_ray_address(parser, "replays")
-    parser.add_argument(
-        "--out", type=Path, default=Path("runs/simulate"), help="folder for summary.json and curves.png"
-    )
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_outputs(parser, "runs/simulate", "folder for summary.json and curves.png")
     parser.set_defaults(handler=simulate)
 
 
