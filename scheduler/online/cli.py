@@ -1,5 +1,11 @@
 """``rl-scheduler trainer`` (the sidecar) and ``rl-scheduler policy`` (published
-versions: list them, roll back, submit a candidate to the gate)."""
+versions: list them, roll back, submit a candidate to the gate).
+
+With ``--policy-namespace`` the versions are custom resources in that namespace
+(``scheduler.online.store_crd``): the trainer publishes PolicyVersions and points the
+PolicyChannel, and ``policy list/rollback`` read and point the same channel, as
+``kubectl get policyversions`` and ``kubectl patch policychannel`` do. Without it, the
+folder ``<shared dir>/policies`` is the store."""
 
 from __future__ import annotations
 
@@ -100,10 +106,15 @@ def register(commands: Any) -> None:
     )
     trainer.add_argument("--tls-private-key-file", type=existing_file, help="its private key (PEM)")
     trainer.add_argument("--once", action="store_true", help="run one round and exit")
+    _store_arguments(trainer)
     trainer.set_defaults(handler=run_trainer)
 
     policy: argparse.ArgumentParser = commands.add_parser("policy", help="published policy versions")
     policy.add_argument("--shared-dir", type=Path, default=DEFAULT_SHARED, help=SHARED_HELP)
+    policy.add_argument(
+        "--kubeconfig", type=existing_file, help="kubeconfig (with --policy-namespace); in-cluster when unset"
+    )
+    _store_arguments(policy)
     actions = policy.add_subparsers(dest="action", required=True, metavar="ACTION")
     listing = actions.add_parser("list", help="versions, the current one marked")
     listing.set_defaults(handler=list_versions)
@@ -112,6 +123,31 @@ def register(commands: Any) -> None:
     submit = actions.add_parser("submit", help="hand a checkpoint to the trainer's promotion gate")
     submit.add_argument("checkpoint", type=existing_dir, help="checkpoint folder")
     submit.set_defaults(handler=submit_candidate)
+
+
+def _store_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--policy-namespace",
+        help="namespace of the PolicyVersion and PolicyChannel objects (policy versions as custom "
+        "resources); unset: the folder <shared dir>/policies",
+    )
+    parser.add_argument(
+        "--policy-channel", default="rl-scheduler", help="the PolicyChannel (with --policy-namespace)"
+    )
+
+
+def policy_store(args: argparse.Namespace, api_client: Any = None) -> Any:
+    """The store ``args`` name: the custom resources in ``--policy-namespace`` (its
+    local cache ``<shared dir>/policy-versions``), else the folder ``<shared dir>/policies``."""
+    from scheduler.online.store import PolicyStore  # noqa: PLC0415
+
+    if args.policy_namespace is None:
+        return PolicyStore(args.shared_dir / "policies")
+    from scheduler.k8s.scheduling.policy_versions import KubePolicyObjects  # noqa: PLC0415
+    from scheduler.online.store_crd import CrdPolicyStore  # noqa: PLC0415
+
+    objects = KubePolicyObjects(api_client or _api_client(args.kubeconfig), args.policy_namespace)
+    return CrdPolicyStore(objects, args.policy_channel, args.shared_dir / "policy-versions")
 
 
 def _api_client(kubeconfig: Path | None) -> Any:
@@ -199,7 +235,7 @@ def run_trainer(args: argparse.Namespace) -> int:
         lifetime_refit=RefitConfig(margin=args.lifetime_margin),
     )
     api_client = _api_client(args.kubeconfig)
-    trainer = Trainer(config, _nodes_from_api(api_client))
+    trainer = Trainer(config, _nodes_from_api(api_client), store=policy_store(args, api_client))
     if args.once:
         verdict = trainer.round(int(time.time()))
         print(verdict.describe() if verdict else "not enough new arrivals for a round")
@@ -209,9 +245,7 @@ def run_trainer(args: argparse.Namespace) -> int:
 
 
 def list_versions(args: argparse.Namespace) -> int:
-    from scheduler.online.store import PolicyStore  # noqa: PLC0415
-
-    store = PolicyStore(args.shared_dir / "policies")
+    store = policy_store(args)
     current = store.current()
     for version in store.versions():
         print(f"{'*' if version == current else ' '} {version}")
@@ -221,9 +255,7 @@ def list_versions(args: argparse.Namespace) -> int:
 
 
 def rollback(args: argparse.Namespace) -> int:
-    from scheduler.online.store import PolicyStore  # noqa: PLC0415
-
-    store = PolicyStore(args.shared_dir / "policies")
+    store = policy_store(args)
     print(f"current is now {store.rollback()}")
     return 0
 

@@ -10,6 +10,12 @@ renaming a new symlink over the old one. A crash at any moment leaves either the
 or the new ``current``, never a half-written checkpoint behind it; leftover
 temporary folders are ignored (and swept). Rollback points ``current`` back at the
 version before it. Versions are kept.
+
+This folder store is the offline one (and the chart's choice where a volume is kept,
+``policyVersions.store: volume``). In a cluster the versions are custom resources
+(``scheduler.online.store_crd``): its store is a ``PolicyStore`` whose versions and
+``current`` live in the API server, and whose folder is only a local cache of the
+versions it has materialised, written by ``install``.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import contextlib
 import os
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from scheduler.errors import SchedulerInputError
@@ -77,15 +83,34 @@ class PolicyStore:
         versions = self.versions()
         number = int(versions[-1][1:]) + 1 if versions else 1
         version = f"v{number:06d}"
+        self.install(version, write)
+        self.point_current(version)
+        return version
+
+    def install(self, version: str, write: Callable[[Path], object]) -> Path:
+        """The folder of ``version``, written by ``write(folder)`` unless it exists:
+        staged, fsynced and renamed into place, so it is whole or absent. Another
+        process that installs the same version first wins; this one's copy goes."""
+        if not _VERSION.fullmatch(version):
+            raise PolicyStoreError(str(self.root), "version", f"{version!r} is not of the form v000001")
+        folder = self.root / version
+        if folder.is_dir():
+            return folder
+        self.root.mkdir(parents=True, exist_ok=True)
         staging = self.root / f".{version}.tmp-{os.getpid()}"
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir()
-        write(staging)
-        _fsync_tree(staging)
-        os.rename(staging, self.root / version)
+        try:
+            write(staging)
+            _fsync_tree(staging)
+            os.rename(staging, folder)
+        except OSError:
+            shutil.rmtree(staging, ignore_errors=True)
+            if folder.is_dir():  # installed meanwhile by another process
+                return folder
+            raise
         _fsync_dir(self.root)
-        self.point_current(version)
-        return version
+        return folder
 
     def point_current(self, version: str) -> None:
         if version not in self.versions():
@@ -117,3 +142,16 @@ class PolicyStore:
                     else:
                         with contextlib.suppress(OSError):
                             item.unlink()
+
+
+def write_files(files: Mapping[str, bytes]) -> Callable[[Path], None]:
+    """A ``write`` for ``install``/``publish`` that lays ``files`` (relative POSIX paths,
+    checked by the caller) out in the folder."""
+
+    def write(folder: Path) -> None:
+        for name, data in files.items():
+            path = folder.joinpath(*name.split("/"))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+
+    return write

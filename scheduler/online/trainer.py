@@ -29,7 +29,7 @@ import urllib.parse
 import urllib.request
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -125,11 +125,19 @@ class Watch:
 
 
 class Trainer:
-    def __init__(self, config: TrainerConfig, list_nodes: Any, metrics: TrainerMetrics | None = None) -> None:
+    def __init__(
+        self,
+        config: TrainerConfig,
+        list_nodes: Any,
+        metrics: TrainerMetrics | None = None,
+        store: PolicyStore | None = None,
+    ) -> None:
         self.config = config
         self.list_nodes = list_nodes  # () -> list[Node]
         self.metrics = metrics or TrainerMetrics()
-        self.store = PolicyStore(config.policies_dir)
+        # The folder store on the shared volume, or policy versions as custom resources
+        # (``store_crd.CrdPolicyStore``, a PolicyStore too: ``cli.policy_store``).
+        self.store = store if store is not None else PolicyStore(config.policies_dir)
         self.window: deque[Shape] = deque(maxlen=config.window)
         self.last_seq = 0
         self.new_arrivals = 0
@@ -209,7 +217,13 @@ class Trainer:
         if verdict.promote:
             self.attempts_left = 0
             self.publish(
-                result.model, {"stage": "online", "history": result.history, "seconds": result.seconds}
+                result.model,
+                {
+                    "stage": "online",
+                    "history": result.history,
+                    "seconds": result.seconds,
+                    "gate": asdict(verdict),  # kubectl get policyversions shows it
+                },
             )
         return verdict
 

@@ -166,7 +166,10 @@ def test_the_settings_file_is_one_the_operator_accepts(
     assert settings.profile == values.get("settings.profile", "fgd-reserve")
     # None (trainer off): the policy shipped in the image, and no experience log
     assert settings.checkpoint is None
-    assert settings.policy_store == (Path(SHARED, "policies") if trainer else None)
+    # with the trainer, policy versions are custom resources in the release namespace,
+    # the current one kept in a cache folder on the shared volume
+    assert settings.policy_store == (Path(SHARED, "policy-cache") if trainer else None)
+    assert settings.policy_versions.namespace == ("schedulers" if trainer else None)
     assert settings.experience_dir == (Path(SHARED, "experience") if trainer else None)
 
 

@@ -6,10 +6,12 @@ the API server what each token may do."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
-from tests.deploy.chart import only, render
+from tests.deploy.chart import CHART, only, render
 from tests.deploy.rbac_table import (
     EXTRA,
     KUBE_ROLES,
@@ -95,7 +97,8 @@ def test_the_trainers_role_reads_nodes_and_writes_nothing(helm: Path) -> None:
         {"kind": "ServiceAccount", "name": "rl-scheduler-trainer", "namespace": "rl-scheduler"}
     ]
     # the trainer's account is bound to nothing else but the metrics reader (it reads
-    # the scheduler's /metrics for rollbacks), and the scheduler's to nothing of the trainer's
+    # the scheduler's /metrics for rollbacks) and its policy versions' Role, and the
+    # scheduler's to nothing of the trainer's
     bound = {
         d["metadata"]["name"]
         for d in docs
@@ -103,7 +106,81 @@ def test_the_trainers_role_reads_nodes_and_writes_nothing(helm: Path) -> None:
         for s in d["subjects"]
         if s["name"] == "rl-scheduler-trainer"
     }
-    assert bound == {"rl-scheduler-trainer", "rl-scheduler-metrics-reader"}
+    assert bound == {
+        "rl-scheduler-trainer",
+        "rl-scheduler-metrics-reader",
+        "rl-scheduler-policy-versions-trainer",
+    }
+
+
+@pytest.mark.parametrize(
+    ("values", "in_api"),
+    [
+        (TRAINER, True),  # the default with the trainer: policy versions as custom resources
+        ({**TRAINER, "trainer.policyStore": "volume"}, False),
+        ({**TRAINER, "settings.policy_store": "/models/store"}, False),  # a folder the user names
+        ({"settings.profile": "gnn"}, False),  # no trainer, no versions
+    ],
+)
+def test_policy_versions_in_the_api_grant_the_trainer_writes_in_its_namespace_and_the_scheduler_reads(
+    helm: Path, values: dict[str, Any], in_api: bool
+) -> None:
+    docs = render(helm, values)
+    versions = [d for d in docs if "-policy-versions" in d["metadata"]["name"]]
+    if not in_api:
+        assert versions == []
+        return
+    trainer_role = only(versions, "Role", "-policy-versions-trainer")
+    assert trainer_role["metadata"]["namespace"] == "rl-scheduler"
+    # publishing: create a version, create or point the channel; no delete, no update
+    assert flatten(trainer_role["rules"]) == {
+        ("rl-scheduler.io", "policyversions", "", "get"),
+        ("rl-scheduler.io", "policyversions", "", "list"),
+        ("rl-scheduler.io", "policyversions", "", "create"),
+        ("rl-scheduler.io", "policychannels", "", "get"),
+        ("rl-scheduler.io", "policychannels", "", "create"),
+        ("rl-scheduler.io", "policychannels", "", "patch"),
+    }
+    assert only(versions, "RoleBinding")["subjects"] == [
+        {"kind": "ServiceAccount", "name": "rl-scheduler-trainer", "namespace": "rl-scheduler"}
+    ]
+    # every replica reads them (kopf watches cluster-wide) and marks status.current
+    scheduler_role = only(versions, "ClusterRole", "-policy-versions")
+    assert flatten(scheduler_role["rules"]) == {
+        ("rl-scheduler.io", kind, "", verb)
+        for kind in ("policyversions", "policychannels")
+        for verb in ("get", "list", "watch")
+    } | {("rl-scheduler.io", "policyversions/status", "", "patch")}
+    assert only(versions, "ClusterRoleBinding")["subjects"] == [
+        {"kind": "ServiceAccount", "name": "rl-scheduler", "namespace": "rl-scheduler"}
+    ]
+    # the settings and the trainer's arguments name the same channel in the same namespace
+    settings = yaml.safe_load(only(docs, "ConfigMap", "rl-scheduler")["data"]["settings.yaml"])
+    assert settings["policy_versions"] == {
+        "namespace": "rl-scheduler",
+        "channel": "rl-scheduler",
+        "cache_dir": "/var/lib/rl-scheduler/policy-cache",
+    }
+    assert "policy_store" not in settings
+    containers = only(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    args = next(c for c in containers if c["name"] == "trainer")["args"]
+    assert args[args.index("--policy-namespace") + 1] == "rl-scheduler"
+    assert args[args.index("--policy-channel") + 1] == "rl-scheduler"
+
+
+def test_the_chart_ships_the_policy_version_crds() -> None:
+    crds = {path.name: yaml.safe_load(path.read_text()) for path in (CHART / "crds").glob("policy*.yaml")}
+    assert {name: crd["metadata"]["name"] for name, crd in crds.items()} == {
+        "policyversions.yaml": "policyversions.rl-scheduler.io",
+        "policychannels.yaml": "policychannels.rl-scheduler.io",
+    }
+    for crd in crds.values():
+        assert crd["spec"]["scope"] == "Namespaced"
+    (version,) = crds["policyversions.yaml"]["spec"]["versions"]
+    columns = [c["name"] for c in version["additionalPrinterColumns"]]
+    assert columns == ["Version", "Current", "Stage", "Verdict", "Score", "Bytes", "Created"]
+    spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert spec["x-kubernetes-validations"][0]["rule"] == "self == oldSelf"  # versions are immutable
 
 
 def _scheduler_grants(helm: Path) -> set[tuple[str, str, bool, str]]:

@@ -61,6 +61,20 @@ RIGHTS = [
     ("trainer", NAMESPACE, "", "serviceaccounts/token", "create", FULLNAME, False),
     ("trainer", NAMESPACE, "coordination.k8s.io", "leases", "update", RELEASE, False),
     ("trainer", NAMESPACE, "coordination.k8s.io", "leases", "create", "", False),
+    # policy versions (trainer.policyStore crd, the default with the trainer): the trainer
+    # publishes in the release namespace only and deletes nothing
+    ("trainer", NAMESPACE, "rl-scheduler.io", "policyversions", "create", "", True),
+    ("trainer", NAMESPACE, "rl-scheduler.io", "policychannels", "patch", "", True),
+    ("trainer", NAMESPACE, "rl-scheduler.io", "policyversions", "delete", "", False),
+    ("trainer", NAMESPACE, "rl-scheduler.io", "policyversions", "update", "", False),
+    ("trainer", ELSEWHERE, "rl-scheduler.io", "policyversions", "create", "", False),
+    ("trainer", ELSEWHERE, "rl-scheduler.io", "policychannels", "patch", "", False),
+    # ... and every scheduler replica reads them and writes only status.current
+    ("scheduler", NAMESPACE, "rl-scheduler.io", "policychannels", "watch", "", True),
+    ("scheduler", NAMESPACE, "rl-scheduler.io", "policyversions", "list", "", True),
+    ("scheduler", NAMESPACE, "rl-scheduler.io", "policyversions/status", "patch", "", True),
+    ("scheduler", NAMESPACE, "rl-scheduler.io", "policyversions", "create", "", False),
+    ("scheduler", NAMESPACE, "rl-scheduler.io", "policychannels", "patch", "", False),
     # the scheduler: kube-scheduler's rights it uses, HAMi's node lock, and no more
     ("scheduler", ELSEWHERE, "", "pods/binding", "create", "", True),
     ("scheduler", ELSEWHERE, "", "pods", "delete", "", True),  # preemption
@@ -221,11 +235,16 @@ def test_each_token_has_its_roles_rules_and_no_more(
     def rules(kind: str, name: str) -> list[dict[str, Any]]:
         return next(d for d in chart if d["kind"] == kind and d["metadata"]["name"] == name)["rules"]
 
-    scheduler = flatten(rules("ClusterRole", FULLNAME))
+    # policy versions: the scheduler's read (and status.current) cluster-wide, the
+    # trainer's writes in the release namespace
+    scheduler = flatten(rules("ClusterRole", FULLNAME)) | flatten(
+        rules("ClusterRole", f"{FULLNAME}-policy-versions")
+    )
     leader_election = flatten(rules("Role", f"{FULLNAME}-leader-election"))
     trainer = flatten(rules("ClusterRole", f"{FULLNAME}-trainer"))
+    publishing = flatten(rules("Role", f"{FULLNAME}-policy-versions-trainer"))
     assert effective["scheduler"]["grants"] == {ELSEWHERE: scheduler, NAMESPACE: scheduler | leader_election}
-    assert effective["trainer"]["grants"] == {ELSEWHERE: trainer, NAMESPACE: trainer}
+    assert effective["trainer"]["grants"] == {ELSEWHERE: trainer, NAMESPACE: trainer | publishing}
     # the trainer reads the scheduler's /metrics (rollbacks): the metrics reader's rule
     assert ("/metrics", "get") in effective["trainer"]["non_resource"]
     assert ("/metrics", "get") not in effective["scheduler"]["non_resource"]

@@ -2,8 +2,10 @@
 mix (no CPU reserve: CPU never ran short), the workload shifts to another (many more
 fractional-GPU pods), the trainer sidecar fine-tunes on what the scheduler logged,
 promotes a policy that does better on the new mix, and the scheduler uses it without a
-restart; a deliberately worse candidate is refused by the gate. A full volume for the
-experience log costs records, never scheduling."""
+restart; a deliberately worse candidate is refused by the gate. The versions are custom
+resources (PolicyVersions and a PolicyChannel, ``scheduler.online.store_crd``), as the
+chart deploys them with the trainer. A full volume for the experience log costs records,
+never scheduling."""
 
 from __future__ import annotations
 
@@ -21,13 +23,14 @@ from devcluster import nodes as devnodes
 from scheduler.objects.node import Node
 from scheduler.objects.node_manifest import node_from_manifest
 from scheduler.online.experience import read_records
-from scheduler.online.store import PolicyStore
+from scheduler.online.store_crd import CrdPolicyStore
 from scheduler.online.tuning import fitness
 from scheduler.online.twin import Shape, make_episode
 from scheduler.policy.checkpoint import Manifest, load_checkpoint, save_checkpoint
 from scheduler.policy.model import NodeScorer
 from scheduler.sim.catalog import pod_list_path
 from scheduler.sim.trace import load_pods
+from tests.e2e.policy_crds import fresh_policy_objects, scheduler_env
 from tests.e2e.support import (
     create_pods,
     delete_namespace_pods,
@@ -45,6 +48,7 @@ from tests.online.test_trainer import anti_fgd
 
 pytestmark = pytest.mark.cluster
 NAMESPACE = "online"
+CHANNEL = "rl-online"
 
 
 def trace_shapes(trace: str, count: int, seed: int) -> list[Shape]:
@@ -108,7 +112,8 @@ def test_the_trainer_promotes_a_better_policy_for_a_shifted_mix_and_refuses_a_wo
 ) -> None:
     core: client.CoreV1Api = dev_cluster.core_v1()
     shared = tmp_path / "shared"
-    store = PolicyStore(shared / "policies")
+    objects = fresh_policy_objects(dev_cluster.api_client(), core, NAMESPACE)
+    store = CrdPolicyStore(objects, CHANNEL, tmp_path / "test-cache")
     start = policy_without_cpu_reserve()
     store.publish(
         lambda folder: save_checkpoint(
@@ -116,7 +121,11 @@ def test_the_trainer_promotes_a_better_policy_for_a_shifted_mix_and_refuses_a_wo
         )
     )
     ensure_namespace(core, NAMESPACE)
-    env = {"RL_SCHEDULER_EXPERIENCE_DIR": str(shared / "experience"), "RL_SCHEDULER_POLICY_RELOAD_S": "2"}
+    env = {
+        "RL_SCHEDULER_EXPERIENCE_DIR": str(shared / "experience"),
+        "RL_SCHEDULER_POLICY_RELOAD_S": "2",
+        **scheduler_env(NAMESPACE, CHANNEL, shared / "policy-cache"),
+    }
     name = "rl-online"
     with (
         running_scheduler(
@@ -125,8 +134,6 @@ def test_the_trainer_promotes_a_better_policy_for_a_shifted_mix_and_refuses_a_wo
             tmp_path,
             "--profile",
             "gnn",
-            "--checkpoint",
-            str(store.root),
             env=env,
         ) as scheduler,
         running_trainer(
@@ -150,6 +157,10 @@ def test_the_trainer_promotes_a_better_policy_for_a_shifted_mix_and_refuses_a_wo
             "3600",
             "--lifetime-refit-interval",
             "0",  # policies only here: a lifetime refit would publish versions of its own
+            "--policy-namespace",
+            NAMESPACE,
+            "--policy-channel",
+            CHANNEL,
         ) as trainer,
     ):
         pid = scheduler.process.pid if scheduler.process else 0
@@ -171,6 +182,11 @@ def test_the_trainer_promotes_a_better_policy_for_a_shifted_mix_and_refuses_a_wo
             candidate = trainer_metric(trainer, "rl_scheduler_trainer_candidate_score")
             incumbent = trainer_metric(trainer, "rl_scheduler_trainer_incumbent_score")
             assert candidate > incumbent + 0.1
+            # the PolicyVersion records the gate's verdict for kubectl get policyversions
+            promoted_object = objects.get("policyversions", f"{CHANNEL}-v000002")
+            assert promoted_object is not None
+            assert promoted_object["spec"]["verdict"] == "promoted"
+            assert promoted_object["spec"]["score"] == pytest.approx(candidate, abs=1e-4)
             # the scheduler took it without a restart
             wait_for(
                 lambda: scheduler.metric("rl_scheduler_policy_version") == 2, 60, "the scheduler to reload"

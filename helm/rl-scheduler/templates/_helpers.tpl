@@ -60,6 +60,16 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{/* The shared volume's mount point, in both containers. */}}
 {{- define "rl-scheduler.sharedPath" -}}/var/lib/rl-scheduler{{- end }}
 
+{{/* "true" when the trainer publishes policy versions as custom resources (trainer.policyStore crd), else empty. */}}
+{{- define "rl-scheduler.policyVersionsInApi" -}}
+{{- if and .Values.trainer.enabled (eq (.Values.trainer.policyStore | default "crd") "crd") (not .Values.settings.policy_store) }}true{{- end }}
+{{- end }}
+
+{{/* The PolicyChannel's name: trainer.policyChannel, else schedulerName. */}}
+{{- define "rl-scheduler.policyChannel" -}}
+{{- .Values.trainer.policyChannel | default .Values.schedulerName }}
+{{- end }}
+
 {{/* The operator's settings file: the user's settings, then what the chart owns. */}}
 {{- define "rl-scheduler.settings" -}}
 {{- $settings := deepCopy .Values.settings }}
@@ -67,7 +77,14 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- /* The scheduler logs decisions where the trainer reads them, and loads the version
 the trainer marks current in its policy store (the shipped policy until there is one). */}}
 {{- $shared := include "rl-scheduler.sharedPath" . }}
-{{- if not $settings.policy_store }}
+{{- if and (include "rl-scheduler.policyVersionsInApi" .) (not $settings.policy_store) }}
+{{- /* Policy versions as custom resources in the release namespace, the current one
+kept (verified) in a cache folder on the shared volume. */}}
+{{- $_ := set $settings "policy_versions" (dict
+  "namespace" .Release.Namespace
+  "channel" (include "rl-scheduler.policyChannel" .)
+  "cache_dir" (printf "%s/policy-cache" $shared)) }}
+{{- else if not $settings.policy_store }}
 {{- $_ := set $settings "policy_store" (printf "%s/policies" $shared) }}
 {{- end }}
 {{- if not $settings.experience_dir }}

@@ -97,6 +97,10 @@ def build_registry(runtime: SchedulerRuntime, configuration: client.Configuratio
     async def namespace_event(event: Mapping[str, Any], body: Mapping[str, Any], **_: Any) -> None:
         runtime.on_namespace_event(_event_type(event), body)
 
+    if runtime.policy.versions is not None:  # policy versions as custom resources
+        from scheduler.k8s.scheduling import policy_versions  # noqa: PLC0415
+
+        policy_versions.register(registry, runtime.policy.versions)
     return registry
 
 

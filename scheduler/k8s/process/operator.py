@@ -41,7 +41,7 @@ from scheduler.k8s.process.settings import Settings
 from scheduler.k8s.process.startup import sync_until_served
 from scheduler.k8s.scheduling.dra_events import DRA_KINDS
 from scheduler.k8s.scheduling.lifetimes import LiveLifetimes
-from scheduler.k8s.scheduling.policy import PolicyManager, TypicalWorkload
+from scheduler.k8s.scheduling.policy import PolicyManager, TypicalWorkload, policy_version_mirror
 from scheduler.k8s.scheduling.runtime import SchedulerRuntime
 from scheduler.k8s.scheduling.volume_events import VOLUME_KINDS
 from scheduler.k8s.serving.delegated_auth import delegated_auth
@@ -115,6 +115,10 @@ async def run(
         metrics,
         TypicalWorkload(settings.typical_pods_trace, settings.typical_pods_window),
         live_lifetimes(settings, metrics),
+        # policy versions as custom resources: their channel read before the first profile
+        await asyncio.to_thread(policy_version_mirror, settings, api.api_client, metrics)
+        if settings.policy_versions.namespace is not None
+        else None,
     )
     runtime = SchedulerRuntime(settings, api, metrics, policy)
     stop = asyncio.Event()

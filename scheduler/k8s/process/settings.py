@@ -5,6 +5,7 @@ environment variables (the environment wins), validated at start.
     profile: fgd-reserve          # or gnn (the learned policy), fgd, best-fit, default, ...
     fallback_profile: fgd         # used while the learned policy cannot be loaded
     policy_store: /var/lib/rl-scheduler/policies  # versions the trainer publishes (current)
+    policy_versions: {namespace: rl-scheduler, channel: rl-scheduler}  # ... or as custom resources
     checkpoint: /models/gnn       # a fixed checkpoint; the shipped one when unset
     weights: {NodeResourcesFit: 2}  # score weights of the profile's plugins, by name
     profiles: []                  # more profiles (schedulerNames), as KubeSchedulerConfiguration's
@@ -18,7 +19,9 @@ The learned policy comes from ``policy_store``'s ``current`` version once the tr
 has published one; until then (the store missing or empty) from ``checkpoint``, or the
 checkpoint shipped in the package when that is unset. A ``checkpoint`` that is missing
 or bad makes the fallback profile schedule. (A ``checkpoint`` naming a store folder,
-as older settings did, is still read as a store.)
+as older settings did, is still read as a store.) With ``policy_versions.namespace``
+set, the versions are custom resources in that namespace (``scheduler.online.store_crd``)
+and ``policy_store`` is the local folder their current version is written to.
 
 The process is live (``/healthz``) while it starts, for ``startup_timeout_s``: a
 scheduler that could not list the cluster by then (the API server unreachable) fails
@@ -151,6 +154,30 @@ class LeaderElectionSettings(BaseModel):
         return self
 
 
+class PolicyVersionsSettings(BaseModel):
+    """Policy versions as custom resources (``scheduler.online.store_crd``): the
+    PolicyChannel whose current version schedules, mirrored into ``cache_dir``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    namespace: str | None = Field(
+        None,
+        description="namespace of the PolicyVersion and PolicyChannel objects the trainer publishes "
+        "(the release's); off if unset",
+    )
+    channel: str = Field(
+        "rl-scheduler",
+        min_length=1,
+        max_length=50,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+        description="name of the PolicyChannel whose spec.currentVersion schedules",
+    )
+    cache_dir: Path = Field(
+        Path("/tmp/rl-scheduler/policy-versions"),
+        description="local folder the current version is written to (verified) and loaded from",
+    )
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="RL_SCHEDULER_", env_nested_delimiter="__", extra="forbid")
 
@@ -177,6 +204,7 @@ class Settings(BaseSettings):
         description="folder of policy versions the trainer publishes; its current version "
         "schedules once there is one, checkpoint (or the shipped policy) until then",
     )
+    policy_versions: PolicyVersionsSettings = Field(default_factory=PolicyVersionsSettings)
     policy_reload_s: float = Field(30.0, gt=0, description="how often to look for a newer policy")
     resync_s: float = Field(
         120.0, gt=0, description="how often to list the cluster and drop what watches missed"
@@ -218,6 +246,21 @@ class Settings(BaseSettings):
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ValueError(f"expected host:port, got {value!r}")
         return value
+
+    @model_validator(mode="after")
+    def _one_policy_store(self) -> Settings:
+        """With policy versions in the API server, the folder store the profiles load
+        from is their local cache."""
+        if self.policy_versions.namespace is not None:
+            if self.policy_store is not None and self.policy_store != self.policy_versions.cache_dir:
+                raise SettingsError(
+                    "settings",
+                    "policy_store",
+                    "set with policy_versions.namespace: the versions come from the API server "
+                    "(set policy_versions.cache_dir for where they are kept locally)",
+                )
+            self.policy_store = self.policy_versions.cache_dir
+        return self
 
     @model_validator(mode="after")
     def _fallback_is_heuristic(self) -> Settings:

@@ -14,6 +14,13 @@ the background and swapped in between two decisions, without a restart; no failu
 ends that background loop. Loading reads safetensors and JSON only; it never runs
 code from the file.
 
+With ``policy_versions.namespace`` set, the versions are custom resources
+(``scheduler.online.store_crd``) and ``policy_store`` is the local folder that
+``PolicyVersionMirror`` (``scheduler.k8s.scheduling.policy_versions``) keeps the
+channel's current version in: read once before the first profile is built
+(``policy_version_mirror``), then followed through kopf's watch. The loading and its
+fallback stay the same; a version object the mirror refuses never reaches them.
+
 FGD-style scores measure fragmentation against the typical workload: it starts as the
 mix of an openb trace and then follows the recent pod arrivals of this cluster.
 """
@@ -25,6 +32,7 @@ import logging
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -41,6 +49,9 @@ from scheduler.plugins.remaining_lifetimes import HiddenLifetimes, RemainingLife
 from scheduler.sim.catalog import pod_list_path
 from scheduler.sim.trace import load_pod_shapes
 from scheduler.state.fragmentation import PodShape, TypicalPods, pod_shape, typical_pods
+
+if TYPE_CHECKING:
+    from scheduler.k8s.scheduling.policy_versions import PolicyVersionMirror
 
 log = logging.getLogger(__name__)
 
@@ -154,8 +165,12 @@ class PolicyManager:
         metrics: Metrics,
         workload: TypicalWorkload,
         lifetimes: RemainingLifetimes | None = None,
+        versions: PolicyVersionMirror | None = None,
     ) -> None:
         self.settings = settings
+        # The channel of policy versions in the API server, mirrored into policy_store
+        # (kopf's handlers feed it: ``policy_versions.register``); None with a folder store.
+        self.versions = versions
         self.metrics = metrics
         self.workload = workload
         # What lifetime-aware plugins are told (``lifetimes.LiveLifetimes`` live).
@@ -304,3 +319,33 @@ class PolicyManager:
         if choice.fingerprint != self._fingerprint:
             log.info("new policy checkpoint %s", choice.path or SHIPPED)
             await asyncio.to_thread(self.load)
+
+
+def policy_version_mirror(
+    settings: Settings, api_client: Any, metrics: Metrics
+) -> PolicyVersionMirror | None:
+    """The mirror of ``settings.policy_versions``' channel, synced once (two GETs; call
+    it in a thread), or None when the versions are not custom resources. An API server
+    that does not answer, or a cluster without the CRD, leaves the cache as it is (the
+    shipped or fixed checkpoint schedules) and the watch catches up."""
+    wanted = settings.policy_versions
+    if wanted.namespace is None:
+        return None
+    from scheduler.k8s.scheduling.policy_versions import (  # noqa: PLC0415
+        KubePolicyObjects,
+        PolicyVersionMirror,
+    )
+
+    mirror = PolicyVersionMirror(
+        KubePolicyObjects(api_client, wanted.namespace),
+        wanted.channel,
+        wanted.cache_dir,
+        on_refused=lambda reason: metrics.policy_load_failures.labels(reason).inc(),
+    )
+    try:
+        mirror.sync()
+    except Exception as error:  # the scheduler starts regardless; kopf's watch follows
+        log.warning(
+            "policy channel %s not read at start (%s); following it once kopf watches", mirror.where, error
+        )
+    return mirror
