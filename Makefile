@@ -39,8 +39,9 @@ prometheus:
 	  $$sudo apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends prometheus; }
 
-# What a real node and the image builds need, from Debian: containerd, runc and the CNI
-# plugins run pods; podman, mmdebstrap and gcc (the pause binary) build images.
+# What a real node and the image builds need, from Debian: runc and the CNI plugins run
+# pods, containerd's ctr imports images (containerd itself is built, with CDI: hack/
+# build-binaries.sh containerd); podman, mmdebstrap and gcc (the pause binary) build images.
 REAL_NODE_PACKAGES := containerd runc containernetworking-plugins iptables iproute2 conntrack \
 	podman mmdebstrap gcc libc6-dev
 real-node-deps:
@@ -82,7 +83,7 @@ cluster-tests: setup binaries prometheus
 # The chart on a real kubelet: builds the node's binaries and the scheduler image first
 # (RL_REAL_NODE_TRAINER=1 also the trainer's, and runs the chart with its sidecar).
 real-node-tests: setup binaries real-node-deps
-	hack/build-binaries.sh node
+	hack/build-binaries.sh node containerd dra
 	$(BIN)/pytest -m realnode
 
 # The binaries first: their build needs Go's caches (about 6 GB, removed once it is
@@ -90,7 +91,7 @@ real-node-tests: setup binaries real-node-deps
 test: all-binaries lint typecheck unit cluster-tests real-node-tests
 
 all-binaries:
-	hack/build-binaries.sh kubernetes node etcd kwok helm
+	hack/build-binaries.sh kubernetes node containerd dra etcd kwok helm
 
 clean:
 	rm -rf runs .pytest_cache .mypy_cache .ruff_cache

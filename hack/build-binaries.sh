@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Builds the dev-cluster binaries (etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler, kubectl, kwok, kwokctl, helm, and for a real node kubelet and
-# kube-proxy) from their Go modules, pinned in hack/versions.env and
-# hack/tools/*/go.{mod,sum}.
+# kube-scheduler, kubectl, kwok, kwokctl, helm, and for a real node kubelet,
+# kube-proxy, containerd with its runc shim, and Kubernetes' DRA test driver) from
+# their Go modules, pinned in hack/versions.env and hack/tools/*/go.{mod,sum}.
 #
 #   hack/build-binaries.sh            # everything
-#   hack/build-binaries.sh etcd kwok  # only these groups (kubernetes, node, etcd, kwok, helm)
+#   hack/build-binaries.sh etcd kwok  # only these groups (kubernetes, node, dra, containerd, etcd, kwok, helm)
 #   hack/build-binaries.sh --print-dir kubernetes   # where a group's binaries live
 #
 #   hack/build-binaries.sh --keep-go-caches ...     # keep Go's caches after the build
@@ -33,7 +33,7 @@ export GOCACHE="${GOCACHE_OVERRIDE:-${CACHE_DIR}/go/build}"
 # upstream releases do. -mod=readonly makes a go.mod/go.sum drift a hard error.
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false"
 
-ALL_GROUPS=(kubernetes node etcd kwok helm)
+ALL_GROUPS=(kubernetes node dra containerd etcd kwok helm)
 # Half-built output directories, removed on any exit so a failed build leaves no debris.
 TMP_DIRS=()
 cleanup() { ((${#TMP_DIRS[@]} == 0)) || rm -rf "${TMP_DIRS[@]}"; }
@@ -41,7 +41,8 @@ trap cleanup EXIT
 
 group_version() {
   case "$1" in
-    kubernetes | node) echo "${KUBERNETES_VERSION}" ;;
+    kubernetes | node | dra) echo "${KUBERNETES_VERSION}" ;;
+    containerd) echo "${CONTAINERD_VERSION}" ;;
     etcd) echo "${ETCD_VERSION}" ;;
     kwok) echo "${KWOK_VERSION}" ;;
     helm) echo "${HELM_VERSION}" ;;
@@ -52,6 +53,11 @@ group_packages() {
   case "$1" in
     kubernetes) echo "k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl" ;;
     node) echo "k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy" ;;
+    # The DRA driver of Kubernetes' own end-to-end tests: a kubelet plugin that
+    # publishes a ResourceSlice and writes a CDI spec per prepared claim.
+    dra) echo "k8s.io/kubernetes/test/e2e/dra/test-driver" ;;
+    # Debian 12's containerd (1.6) has no CDI, which DRA needs to reach a container.
+    containerd) echo "github.com/containerd/containerd/cmd/containerd github.com/containerd/containerd/cmd/containerd-shim-runc-v2" ;;
     etcd) echo "go.etcd.io/etcd/server/v3" ;;
     kwok) echo "sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/kwok/cmd/kwokctl" ;;
     helm) echo "helm.sh/helm/v${HELM_VERSION:1:1}/cmd/helm" ;;
@@ -62,6 +68,8 @@ group_binaries() {
   case "$1" in
     kubernetes) echo "kube-apiserver kube-controller-manager kube-scheduler kubectl" ;;
     node) echo "kubelet kube-proxy" ;;
+    dra) echo "dra-test-driver" ;;
+    containerd) echo "containerd containerd-shim-runc-v2" ;;
     etcd) echo "etcd" ;;
     kwok) echo "kwok kwokctl" ;;
     helm) echo "helm" ;;
@@ -73,6 +81,7 @@ version_command() {
   case "$1" in
     kubectl) echo "version --client" ;;
     helm) echo "version" ;;
+    containerd-shim-runc-v2) echo "-v" ;;
     *) echo "--version" ;;
   esac
 }
@@ -82,7 +91,7 @@ group_dir() { echo "${BIN_ROOT}/$1-$(group_version "$1")"; }
 # The Go module a group builds from: the node's binaries come from the Kubernetes one.
 group_module_dir() {
   case "$1" in
-    node) echo "${HACK_DIR}/tools/kubernetes" ;;
+    node | dra) echo "${HACK_DIR}/tools/kubernetes" ;;
     *) echo "${HACK_DIR}/tools/$1" ;;
   esac
 }
@@ -115,7 +124,7 @@ group_ldflags() {
   local group="$1" dir v
   dir="$(group_module_dir "$1")"
   case "${group}" in
-    kubernetes | node)
+    kubernetes | node | dra)
       v="${KUBERNETES_VERSION#v}"
       local date minor="${v#*.}"
       minor="${minor%%.*}"
@@ -129,6 +138,10 @@ group_ldflags() {
           printf -- "-X '%s.%s' " "${pkg}" "${kv}"
         done
       done
+      ;;
+    containerd)
+      printf -- "-X 'github.com/containerd/containerd/version.Version=%s' -X 'github.com/containerd/containerd/version.Revision=go-module'" \
+        "${CONTAINERD_VERSION}"
       ;;
     etcd)
       printf -- "-X 'go.etcd.io/etcd/api/v3/version.GitSHA=go-module-%s'" "${ETCD_VERSION}"
@@ -158,8 +171,12 @@ check_versions() { # group dir
   want="$(group_version "${group}")"
   want="${want#v}"
   for b in $(group_binaries "${group}"); do
+    if [[ "${b}" == dra-test-driver ]]; then
+      # It has no --version: the Kubernetes module it was built from, as Go recorded it.
+      got="$(go version -m "${out}/${b}" | awk '($1 == "mod" || $1 == "dep") && $2 == "k8s.io/kubernetes" {print $2, $3}')"
+      [[ -n "${got}" ]] || die 4 "${b}: no k8s.io/kubernetes in its build information"
     # shellcheck disable=SC2046
-    if ! got="$("${out}/${b}" $(version_command "${b}") 2>&1)"; then
+    elif ! got="$("${out}/${b}" $(version_command "${b}") 2>&1)"; then
       die 4 "${b} $(version_command "${b}") failed: ${got}"
     fi
     # Match the version as a whole word so "v3.6.16" never passes for "3.6.1".

@@ -22,8 +22,8 @@ REPO_ROOT = HACK_DIR.parent
 BUILD_SCRIPT = HACK_DIR / "build-binaries.sh"
 VERSIONS_FILE = HACK_DIR / "versions.env"
 CLUSTER_GROUPS = ("kubernetes", "etcd", "kwok")
-# kubelet and kube-proxy: only a real node needs them.
-ALL_GROUPS = (*CLUSTER_GROUPS, "node", "helm")
+# kubelet, kube-proxy, containerd and the DRA test driver: only a real node needs them.
+ALL_GROUPS = (*CLUSTER_GROUPS, "node", "containerd", "dra", "helm")
 # Exit codes of build-binaries.sh (documented in its header).
 _EXIT_NO_TOOLCHAIN = 3
 
@@ -77,6 +77,8 @@ class Binaries:
     helm: Path
     kubelet: Path
     kube_proxy: Path
+    containerd: Path
+    dra_test_driver: Path
 
     @classmethod
     def in_cache(cls, cache: Path | None = None) -> Binaries:
@@ -96,6 +98,8 @@ class Binaries:
             helm=bin_root / f"helm-{v['HELM_VERSION']}" / "helm",
             kubelet=node / "kubelet",
             kube_proxy=node / "kube-proxy",
+            containerd=bin_root / f"containerd-{v['CONTAINERD_VERSION']}" / "containerd",
+            dra_test_driver=bin_root / f"dra-{v['KUBERNETES_VERSION']}" / "dra-test-driver",
         )
 
 

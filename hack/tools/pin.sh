@@ -35,7 +35,8 @@ write_module "${dir}" rl-scheduler.dev/hack/tools/kubernetes \
   k8s.io/kubernetes/cmd/kube-scheduler \
   k8s.io/kubernetes/cmd/kubectl \
   k8s.io/kubernetes/cmd/kubelet \
-  k8s.io/kubernetes/cmd/kube-proxy
+  k8s.io/kubernetes/cmd/kube-proxy \
+  k8s.io/kubernetes/test/e2e/dra/test-driver
 staging=$(go mod download -json "k8s.io/kubernetes@${KUBERNETES_VERSION}" |
   sed -n 's/.*"GoMod": "\(.*\)".*/\1/p' | xargs sed -n '/^replace (/,/^)/p' |
   awk '/=> .\/staging/ {print $1}')
@@ -54,6 +55,11 @@ dir="${TOOLS}/etcd"
 write_module "${dir}" rl-scheduler.dev/hack/tools/etcd go.etcd.io/etcd/server/v3
 (cd "${dir}" && go get "go.etcd.io/etcd/server/v3@${ETCD_VERSION}" && go mod tidy)
 
+dir="${TOOLS}/containerd"
+write_module "${dir}" rl-scheduler.dev/hack/tools/containerd \
+  github.com/containerd/containerd/cmd/containerd github.com/containerd/containerd/cmd/containerd-shim-runc-v2
+(cd "${dir}" && go get "github.com/containerd/containerd@${CONTAINERD_VERSION}" && go mod tidy)
+
 dir="${TOOLS}/kwok"
 write_module "${dir}" rl-scheduler.dev/hack/tools/kwok sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/kwok/cmd/kwokctl
 (cd "${dir}" && go get "sigs.k8s.io/kwok@${KWOK_VERSION}" && go mod tidy)
@@ -61,4 +67,4 @@ write_module "${dir}" rl-scheduler.dev/hack/tools/kwok sigs.k8s.io/kwok/cmd/kwok
 dir="${TOOLS}/helm"
 write_module "${dir}" rl-scheduler.dev/hack/tools/helm "helm.sh/helm/v${HELM_VERSION:1:1}/cmd/helm"
 (cd "${dir}" && go get "helm.sh/helm/v${HELM_VERSION:1:1}@${HELM_VERSION}" && go mod tidy)
-echo "pinned: kubernetes ${KUBERNETES_VERSION}, etcd ${ETCD_VERSION}, kwok ${KWOK_VERSION}, helm ${HELM_VERSION}"
+echo "pinned: kubernetes ${KUBERNETES_VERSION}, containerd ${CONTAINERD_VERSION}, etcd ${ETCD_VERSION}, kwok ${KWOK_VERSION}, helm ${HELM_VERSION}"

@@ -303,6 +303,7 @@ def test_rbac_is_what_the_scheduler_calls_and_no_more(helm: Path) -> None:
         ("resource.k8s.io", "resourceclaims", "watch"),
         ("resource.k8s.io", "resourceclaims", "patch"),  # kube's finalizer on a claim it allocates
         ("resource.k8s.io", "resourceclaims/status", "patch"),
+        ("resource.k8s.io", "resourceclaims/binding", "patch"),  # v1.36: allocation, reservedFor
         # /metrics behind delegated auth, as kube-scheduler's
         ("authentication.k8s.io", "tokenreviews", "create"),
         ("authorization.k8s.io", "subjectaccessreviews", "create"),

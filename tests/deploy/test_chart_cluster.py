@@ -264,6 +264,7 @@ def test_requests_outside_the_rbac_are_refused(core: client.CoreV1Api, identity:
         ("resource.k8s.io", "resourceclaims", "", "list"), ("resource.k8s.io", "resourceclaims", "", "watch"),
         ("resource.k8s.io", "resourceclaims", "", "patch"),
         ("resource.k8s.io", "resourceclaims/status", "", "patch"),
+        ("resource.k8s.io", "resourceclaims/binding", "", "patch"),
         ("authentication.k8s.io", "tokenreviews", "", "create"),
         ("authorization.k8s.io", "subjectaccessreviews", "", "create"),
     }  # fmt: skip

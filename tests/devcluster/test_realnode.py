@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from devcluster.binaries import read_versions
 from devcluster.realnode import config, host
 from devcluster.realnode.config import NodeLayout
 
@@ -22,7 +23,11 @@ def test_the_layout_keeps_a_node_s_state_apart_from_the_images_it_keeps(
 ) -> None:
     assert layout.node_name == "rl-x-node"
     assert layout.files == tmp_path / "realnodes" / "rl-x"
-    assert layout.images == tmp_path / "realnode-images" / "containerd"
+    assert (
+        layout.images == tmp_path / "realnode-images" / f"containerd-{read_versions()['CONTAINERD_VERSION']}"
+    )
+    assert layout.cdi_specs == layout.run / "cdi"
+    assert layout.plugins_registry == layout.kubelet_root / "plugins_registry"
     assert layout.run == Path("/run/rl-devcluster/rl-x")
     # a unix socket path must stay under 108 bytes
     assert len(str(layout.containerd_socket)) < 108
@@ -40,6 +45,8 @@ def test_containerd_uses_the_node_s_paths_runc_on_cgroupfs_and_the_local_pause_i
         "  restrict_oom_score_adj = true",
         "  SystemdCgroup = false",
         f'  conf_dir = "{layout.cni_config_dir}"',
+        "  enable_cdi = true",
+        f'  cdi_spec_dirs = ["{layout.cdi_specs}"]',
     ):
         assert line in text.splitlines(), line
 

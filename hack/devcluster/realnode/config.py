@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from devcluster.binaries import cache_dir
+from devcluster.binaries import cache_dir, read_versions
 
 BRIDGE: str = "rlnode0"
 POD_SUBNET: str = "10.244.0.0/24"
@@ -41,7 +41,8 @@ NODE_LABELS: dict[str, str] = {"topology.kubernetes.io/zone": "zone-a"}
 class NodeLayout:
     """Every path a real node uses. ``files`` and ``run`` belong to one cluster's node;
     ``images`` (containerd's content and snapshots) outlives it, so images imported once
-    are there for the next node."""
+    are there for the next node; it is named for the containerd version that owns it, so
+    a containerd never opens a store that a newer one has migrated."""
 
     cluster: str
     files: Path
@@ -56,7 +57,7 @@ class NodeLayout:
             cluster=cluster,
             files=root / "realnodes" / cluster,
             run=RUN_ROOT / cluster,
-            images=root / "realnode-images" / "containerd",
+            images=root / "realnode-images" / f"containerd-{read_versions()['CONTAINERD_VERSION']}",
             pause_image=pause_image,
         )
 
@@ -85,6 +86,18 @@ class NodeLayout:
         return self.files / "kubelet"
 
     @property
+    def plugins_registry(self) -> Path:
+        """Where the kubelet watches for plugins' registration sockets (DRA drivers):
+        ``plugins_registry`` under its --root-dir."""
+        return self.kubelet_root / "plugins_registry"
+
+    @property
+    def cdi_specs(self) -> Path:
+        """The node's CDI spec folder: a DRA driver writes a spec per prepared claim,
+        containerd reads it to edit the container (the devices, env vars, mounts)."""
+        return self.run / "cdi"
+
+    @property
     def kube_proxy_config(self) -> Path:
         return self.files / "kube-proxy.yaml"
 
@@ -111,9 +124,11 @@ class NodeLayout:
 
 
 def containerd_config(layout: NodeLayout) -> str:
-    """containerd 1.6's configuration (version 2): its own root, state and socket, the
+    """containerd 1.7's configuration (version 2): its own root, state and socket, the
     CRI plugin with runc on cgroupfs, our CNI folder and the locally built pause image.
-    ``restrict_oom_score_adj``: root without CAP_SYS_RESOURCE may not lower a score."""
+    ``restrict_oom_score_adj``: root without CAP_SYS_RESOURCE may not lower a score.
+    CDI on, reading only the node's own spec folder: the kubelet passes a prepared DRA
+    claim's CDI device IDs in the CRI request, and containerd applies their specs."""
     cri = 'plugins."io.containerd.grpc.v1.cri"'
     return "\n".join(
         [
@@ -127,6 +142,8 @@ def containerd_config(layout: NodeLayout) -> str:
             "  restrict_oom_score_adj = true",
             '  stream_server_address = "127.0.0.1"',
             '  stream_server_port = "0"',
+            "  enable_cdi = true",
+            f'  cdi_spec_dirs = ["{layout.cdi_specs}"]',
             f"[{cri}.containerd]",
             '  snapshotter = "overlayfs"',
             '  default_runtime_name = "runc"',

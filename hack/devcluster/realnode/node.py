@@ -1,4 +1,5 @@
-"""Start and stop the real node: containerd, the kubelet and kube-proxy.
+"""Start and stop the real node: containerd, the kubelet and kube-proxy (and the DRA
+test driver, which tests start on it: ``devcluster.realnode.dra``).
 
 Each process is started detached, with its log in ``<files>/logs`` and its pid in
 ``<files>/pids``; it is ours when its command line names the node's folder (as the
@@ -32,8 +33,9 @@ from devcluster.realnode import config, host, images
 from devcluster.realnode.config import NodeLayout
 
 # What each command comes from, for the error that names what to install.
+# containerd itself is built (hack/build-binaries.sh containerd: Debian's has no CDI);
+# Debian's ctr client is used to import images.
 PREREQUISITES: dict[str, str] = {
-    "containerd": "containerd",
     "ctr": "containerd",
     "runc": "runc",
     "iptables": "iptables",
@@ -44,6 +46,8 @@ PREREQUISITES: dict[str, str] = {
 }
 CNI_PLUGINS = ("bridge", "host-local", "loopback")
 COMPONENTS = ("containerd", "kubelet", "kube-proxy")
+# Kubelet plugins tests start on the node (devcluster.realnode.dra); ``down`` stops them too.
+PLUGINS = ("dra-test-driver",)
 _READY_TIMEOUT_S = 120
 
 
@@ -80,7 +84,7 @@ def layout_of(cluster: str, cache: Path | None = None) -> NodeLayout:
 def running(layout: NodeLayout) -> dict[str, int]:
     """Component -> pid, for the node's components that are alive."""
     found = {}
-    for component in COMPONENTS:
+    for component in (*COMPONENTS, *PLUGINS):
         pid_file = layout.pids / f"{component}.pid"
         with contextlib.suppress(OSError, ValueError):
             pid = int(pid_file.read_text().strip())
@@ -118,28 +122,37 @@ def _release_machine(layout: NodeLayout) -> None:
 _STARTED: dict[str, subprocess.Popen[bytes]] = {}
 
 
-def _start(layout: NodeLayout, component: str, argv: Sequence[str]) -> int:
+def start(layout: NodeLayout, component: str, argv: Sequence[str], env: dict[str, str] | None = None) -> int:
+    """Start one of the node's processes detached, its log and pid in the node's folder."""
     layout.logs.mkdir(parents=True, exist_ok=True)
     layout.pids.mkdir(parents=True, exist_ok=True)
     with (layout.logs / f"{component}.log").open("ab") as log:
         process = subprocess.Popen(
-            list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            list(argv),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env=env,
         )
     _STARTED[component] = process
     (layout.pids / f"{component}.pid").write_text(f"{process.pid}\n")
     return process.pid
 
 
-def _wait(layout: NodeLayout, component: str, ready: Callable[[], bool], timeout_s: float, what: str) -> None:
+def wait(layout: NodeLayout, component: str, ready: Callable[[], bool], timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while not ready():
         if component not in running(layout):
             started = _STARTED.get(component)
             status = started.poll() if started is not None else None
-            raise RealNodeError(
-                f"{component} is not running (exit status {status}); last lines of "
-                f"{layout.logs / component}.log:\n" + processes.log_tail(layout.files, component)
-            )
+            # Just started, it may not show its command line yet (Python's vfork resumes
+            # us before the kernel has set it up): alive is enough then.
+            if started is None or status is not None:
+                raise RealNodeError(
+                    f"{component} is not running (exit status {status}); last lines of "
+                    f"{layout.logs / component}.log:\n" + processes.log_tail(layout.files, component)
+                )
         if time.monotonic() > deadline:
             raise RealNodeError(f"{component}: {what} not seen in {timeout_s:.0f} s (log: {layout.logs})")
         time.sleep(0.2)
@@ -179,19 +192,19 @@ def up(
     out = out or sys.stderr
     cache = cache or cache_dir()
     check_prerequisites()
-    binaries = ensure_binaries(("node",), out=out)
+    binaries = ensure_binaries(("node", "containerd"), out=out)
     layout = layout_of(cluster, cache)
     other = other_running_node(layout)
     if other:
         raise RealNodeError(f"the real node in {other} is running; one per machine: stop it first")
     _claim_machine(layout)
-    if len(running(layout)) == len(COMPONENTS):
+    if all(component in running(layout) for component in COMPONENTS):
         return layout
     start = time.monotonic()
     try:
         _start_components(layout, kubeconfig, binaries, out)
         api = core_v1(kubeconfig)
-        _wait(layout, "kubelet", lambda: _node_ready(api, layout.node_name), _READY_TIMEOUT_S, "node Ready")
+        wait(layout, "kubelet", lambda: _node_ready(api, layout.node_name), _READY_TIMEOUT_S, "node Ready")
     except BaseException:
         down(cluster, cache=cache, out=out)
         raise
@@ -204,8 +217,15 @@ def _start_components(layout: NodeLayout, kubeconfig: Path, binaries: Binaries, 
     host.HostRecord.load_or_take(layout.host_record)
     host.create_bridge()
     if "containerd" not in running(layout):
-        _start(layout, "containerd", ["containerd", "--config", str(layout.containerd_config)])
-    _wait(
+        # Its runc shim is found on PATH: the one built beside it, not Debian's.
+        path = f"{binaries.containerd.parent}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
+        start(
+            layout,
+            "containerd",
+            [str(binaries.containerd), "--config", str(layout.containerd_config)],
+            env={**os.environ, "PATH": path},
+        )
+    wait(
         layout,
         "containerd",
         lambda: images.ctr(layout.containerd_socket, "version").returncode == 0,
@@ -218,7 +238,7 @@ def _start_components(layout: NodeLayout, kubeconfig: Path, binaries: Binaries, 
         if not result.skipped:
             print(f"imported {result.ref} into the node in {result.seconds:.1f} s", file=out)
     if "kubelet" not in running(layout):
-        _start(
+        start(
             layout,
             "kubelet",
             [
@@ -233,7 +253,7 @@ def _start_components(layout: NodeLayout, kubeconfig: Path, binaries: Binaries, 
             ],
         )  # fmt: skip
     if "kube-proxy" not in running(layout):
-        _start(layout, "kube-proxy", [str(binaries.kube_proxy), "--config", str(layout.kube_proxy_config)])
+        start(layout, "kube-proxy", [str(binaries.kube_proxy), "--config", str(layout.kube_proxy_config)])
 
 
 def _signal_all(pids: Sequence[int], sig: int) -> None:
@@ -242,7 +262,7 @@ def _signal_all(pids: Sequence[int], sig: int) -> None:
             os.kill(pid, sig)
 
 
-def _stop(layout: NodeLayout, components: Sequence[str], grace_s: float = 10) -> None:
+def stop(layout: NodeLayout, components: Sequence[str], grace_s: float = 10) -> None:
     pids = [pid for name, pid in running(layout).items() if name in components]
     _signal_all(pids, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
@@ -291,7 +311,7 @@ def down(cluster: str, *, cache: Path | None = None, out: TextIO | None = None) 
     layout = NodeLayout.of(cluster, "", cache)
     if not layout.files.exists() and not layout.run.exists():
         return False
-    _stop(layout, ("kubelet", "kube-proxy"))
+    stop(layout, ("kubelet", "kube-proxy", *PLUGINS))
     proxy = Binaries.in_cache(cache).kube_proxy
     if proxy.exists():
         subprocess.run([str(proxy), "--cleanup"], capture_output=True, check=False, timeout=60)
@@ -301,7 +321,7 @@ def down(cluster: str, *, cache: Path | None = None, out: TextIO | None = None) 
         record = host.HostRecord.load_or_take(layout.host_record)
     if not record.kubelet_cgroups_existed:
         _kill_pods_processes()
-    _stop(layout, ("containerd",))
+    stop(layout, ("containerd",))
     shims = _pids_naming(str(layout.containerd_socket))
     _signal_all(shims, signal.SIGKILL)
     for line in host.restore(layout):
