@@ -265,6 +265,12 @@ def test_requests_outside_the_rbac_are_refused(core: client.CoreV1Api, identity:
         ("resource.k8s.io", "resourceclaims", "", "patch"),
         ("resource.k8s.io", "resourceclaims/status", "", "patch"),
         ("resource.k8s.io", "resourceclaims/binding", "", "patch"),
+        # policy versions as custom resources (the trainer is on, trainer.policyStore crd)
+        ("rl-scheduler.io", "policyversions", "", "get"), ("rl-scheduler.io", "policyversions", "", "list"),
+        ("rl-scheduler.io", "policyversions", "", "watch"),
+        ("rl-scheduler.io", "policychannels", "", "get"), ("rl-scheduler.io", "policychannels", "", "list"),
+        ("rl-scheduler.io", "policychannels", "", "watch"),
+        ("rl-scheduler.io", "policyversions/status", "", "patch"),
         ("authentication.k8s.io", "tokenreviews", "", "create"),
         ("authorization.k8s.io", "subjectaccessreviews", "", "create"),
     }  # fmt: skip
