@@ -333,10 +333,12 @@ class _Search:
         elif self._in_use(candidate.id):
             return False
         device = candidate.device
-        if device.consumes_counters or device.tainted or device.allow_multiple_allocations:
-            # Partitionable devices, device taints and consumable capacity: not
-            # implemented (docs/dra.md); kube's result for a shared device carries a
-            # share ID and consumed capacity that this allocator does not write.
+        if device.consumes_counters or device.allow_multiple_allocations:
+            # Partitionable devices and consumable capacity: not implemented
+            # (docs/dra.md); kube's result for a shared device carries a share ID and
+            # consumed capacity that this allocator does not write.
+            return False
+        if request.spec.taint_prevents_allocation(device):
             return False
         parent, name = request.parent, request.spec.name
         for added, constraint in enumerate(self.constraints[ci]):

@@ -2,8 +2,8 @@
 
 Each reader either returns a frozen model (``objects``) or raises ``DraObjectError``
 naming the object (``ResourceSlice gpu-node-1``) and the field path
-(``spec.devices[2].attributes.model``). Fields the allocator does not use (tolerations,
-the status' devices, capacity requests) are not read; a field that is read and has the
+(``spec.devices[2].attributes.model``). Fields the allocator does not use (the status'
+devices, capacity requests) are not read; a field that is read and has the
 wrong type or an unknown enum value is refused, costing that object only.
 """
 
@@ -25,6 +25,8 @@ from scheduler.dra.objects import (
     DeviceRequest,
     DeviceRequestSpec,
     DeviceResult,
+    DeviceTaint,
+    DeviceToleration,
     DraObjectError,
     ResourceClaim,
     ResourceClaimTemplate,
@@ -97,10 +99,7 @@ def _device(reader: FieldReader, raw: Any, path: str) -> Device:
         all_nodes=_boolean(reader, item.get("allNodes"), f"{path}.allNodes"),
         node_selector=reader.node_selector(item.get("nodeSelector"), f"{path}.nodeSelector"),
         consumes_counters=bool(reader.sequence(item.get("consumesCounters"), f"{path}.consumesCounters")),
-        tainted=any(
-            reader.mapping(t, f"{path}.taints[{i}]").get("effect") in ("NoSchedule", "NoExecute")
-            for i, t in enumerate(reader.sequence(item.get("taints"), f"{path}.taints"))
-        ),
+        taints=_taints(reader, item.get("taints"), f"{path}.taints"),
         binding_conditions=bool(reader.sequence(item.get("bindingConditions"), f"{path}.bindingConditions")),
     )
 
@@ -189,7 +188,40 @@ def _request_spec(reader: FieldReader, raw: Any, path: str, name: str) -> Device
         allocation_mode=mode,  # type: ignore[arg-type]
         count=count,
         admin_access=_boolean(reader, item.get("adminAccess"), f"{path}.adminAccess"),
+        tolerations=_tolerations(reader, item.get("tolerations"), f"{path}.tolerations"),
     )
+
+
+def _taints(reader: FieldReader, raw: Any, path: str) -> tuple[DeviceTaint, ...]:
+    """The taints that prevent allocation (NoSchedule, NoExecute); kube ignores the others."""
+    taints = []
+    for i, entry in enumerate(reader.sequence(raw, path)):
+        where = f"{path}[{i}]"
+        taint = reader.mapping(entry, where)
+        effect = reader.string(taint.get("effect"), f"{where}.effect")
+        if effect in ("NoSchedule", "NoExecute"):
+            key = reader.string(taint.get("key"), f"{where}.key")
+            taints.append(DeviceTaint(key, reader.string(taint.get("value"), f"{where}.value"), effect))
+    return tuple(taints)
+
+
+def _tolerations(reader: FieldReader, raw: Any, path: str) -> tuple[DeviceToleration, ...]:
+    tolerations = []
+    for i, entry in enumerate(reader.sequence(raw, path)):
+        where = f"{path}[{i}]"
+        toleration = reader.mapping(entry, where)
+        operator = reader.string(toleration.get("operator"), f"{where}.operator", "Equal")
+        if operator not in ("Equal", "Exists"):
+            raise reader.fail(f"{where}.operator", f"unsupported operator {operator}")
+        tolerations.append(
+            DeviceToleration(
+                key=reader.string(toleration.get("key"), f"{where}.key"),
+                operator=operator,
+                value=reader.string(toleration.get("value"), f"{where}.value"),
+                effect=reader.string(toleration.get("effect"), f"{where}.effect"),
+            )
+        )
+    return tuple(tolerations)
 
 
 def _request(reader: FieldReader, raw: Any, path: str) -> DeviceRequest:

@@ -31,13 +31,24 @@ from scheduler.dra.allocator import (
     allocate,
 )
 from scheduler.dra.constraints import DeviceId
-from scheduler.dra.objects import RESERVED_FOR_MAX_SIZE, DeviceClass, ResourceClaim, ResourceSlice
+from scheduler.dra.objects import (
+    RESERVED_FOR_MAX_SIZE,
+    DeviceClass,
+    DeviceRequest,
+    DeviceRequestSpec,
+    ResourceClaim,
+    ResourceSlice,
+)
 from scheduler.framework.status import SUCCESS, Status, error, unresolvable
 
 PLUGIN = "DynamicResources"
 NOT_AVAILABLE = "resourceclaim not available on the node"
 CANNOT_ALLOCATE = "cannot allocate all claims"
 IN_USE = "resourceclaim in use"
+# PostFilter's words when it changed nothing: for a pod without claims, and for one
+# with claims none of which it could deallocate (``dynamicresources.go`` PostFilter).
+NO_CLAIMS_TO_DEALLOCATE = "no new claims to deallocate"
+STILL_NOT_SCHEDULABLE = "still not schedulable"
 # DynamicResourcesArgs.filterTimeout's default.
 FILTER_TIMEOUT_S = 10.0
 
@@ -49,10 +60,15 @@ class NodeDecision:
     allocations: tuple[ClaimAllocation, ...] = ()
 
 
-def pre_filter(pod_claims: Sequence[ResourceClaim], pod_uid: str) -> Status:
-    """PreFilter's check: an allocated claim that already has the most consumers it may
-    have (``ResourceClaimReservedForMaxSize``, 256) and not this pod among them is
-    ``resourceclaim in use``; the pod waits."""
+def pre_filter(
+    pod_claims: Sequence[ResourceClaim], pod_uid: str, classes: Mapping[str, DeviceClass] | None = None
+) -> Status:
+    """PreFilter's checks, claim by claim in the pod's order as kube's: an allocated
+    claim that already has the most consumers it may have
+    (``ResourceClaimReservedForMaxSize``, 256) and not this pod among them is
+    ``resourceclaim in use``; a claim still to allocate whose request (or subrequest)
+    names a class ``classes`` lacks is ``request NAME: device class CLASS does not exist``
+    (``validateDeviceClass``; ``classes`` None skips that check). The pod waits."""
     for claim in pod_claims:
         reserved = claim.reserved_for
         if (
@@ -61,7 +77,32 @@ def pre_filter(pod_claims: Sequence[ResourceClaim], pod_uid: str) -> Status:
             and not any(c.resource == "pods" and c.uid == pod_uid for c in reserved)
         ):
             return unresolvable(PLUGIN, IN_USE)
+        if claim.allocation is None and classes is not None:
+            for request in claim.spec.requests:
+                for name, spec in _named_requests(request):
+                    if spec.device_class_name not in classes:
+                        return unresolvable(
+                            PLUGIN, f"request {name}: device class {spec.device_class_name} does not exist"
+                        )
     return SUCCESS
+
+
+def _named_requests(request: DeviceRequest) -> list[tuple[str, DeviceRequestSpec]]:
+    """A request's ``exactly``, or its subrequests named ``parent/sub``."""
+    if request.exactly is not None:
+        return [(request.name, request.exactly)]
+    return [(f"{request.name}/{sub.name}", sub) for sub in request.first_available]
+
+
+def post_filter_message(has_claims: bool) -> str:
+    """What kube's PostFilter says for a pod that fits nowhere, which its FailedScheduling
+    message carries before DefaultPreemption's (kube joins them with ", ").
+    ``has_claims``: the pod has claims and PreFilter passed (kube keeps the claims for
+    PostFilter only at the end of a PreFilter that passed). kube first
+    deallocates a claim that is allocated where the pod cannot go and reserved for no
+    other pod (``deallocation of ResourceClaim completed``); that is not done here
+    (docs/dra.md)."""
+    return STILL_NOT_SCHEDULABLE if has_claims else NO_CLAIMS_TO_DEALLOCATE
 
 
 def devices_in_use(claims: Iterable[ResourceClaim]) -> set[DeviceId]:

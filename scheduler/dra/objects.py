@@ -37,6 +37,36 @@ class Attribute:
 
 
 @dataclass(frozen=True, slots=True)
+class DeviceTaint:
+    """``devices[i].taints[j]``: only NoSchedule and NoExecute prevent allocation."""
+
+    key: str
+    value: str = ""
+    effect: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceToleration:
+    """A request's ``tolerations[i]`` (operator Equal when empty; an empty key or
+    effect matches any)."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: DeviceTaint) -> bool:
+        """kube's ``resourceclaim.ToleratesTaint``."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator in ("", "Equal"):
+            return self.value == taint.value
+        return self.operator == "Exists"
+
+
+@dataclass(frozen=True, slots=True)
 class Device:
     name: str
     attributes: Mapping[str, Attribute] = field(default_factory=dict)
@@ -46,11 +76,17 @@ class Device:
     node_name: str = ""
     all_nodes: bool = False
     node_selector: NodeSelector | None = None
+    # The taints that prevent allocation unless a request tolerates them (NoSchedule,
+    # NoExecute; kube ignores other effects).
+    taints: tuple[DeviceTaint, ...] = ()
     # Features this allocator does not implement (docs/dra.md): such devices are never
-    # allocated. ``tainted``: a NoSchedule or NoExecute taint (kube ignores other effects).
+    # allocated.
     consumes_counters: bool = False
-    tainted: bool = False
     binding_conditions: bool = False
+
+    @property
+    def tainted(self) -> bool:
+        return bool(self.taints)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +130,12 @@ class DeviceRequestSpec:
     allocation_mode: AllocationMode = "ExactCount"
     count: int = 1
     admin_access: bool = False
+    tolerations: tuple[DeviceToleration, ...] = ()
+
+    def taint_prevents_allocation(self, device: Device) -> bool:
+        """kube's ``taintPreventsAllocation``: a taint of the device that no toleration
+        of this request tolerates."""
+        return any(not any(t.tolerates(taint) for t in self.tolerations) for taint in device.taints)
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,6 +51,7 @@ from scheduler.plugins.filters.volume_zone import VolumeZone
 from scheduler.plugins.remaining_lifetimes import HiddenLifetimes, RemainingLifetimes
 from scheduler.plugins.scores.best_fit import BestFitScore
 from scheduler.plugins.scores.dot_prod import DotProdScore
+from scheduler.plugins.scores.dynamic_resources import DynamicResourcesScore
 from scheduler.plugins.scores.fgd import FgdScore
 from scheduler.plugins.scores.gpu_clustering import GpuClusteringScore
 from scheduler.plugins.scores.gpu_packing import GpuPackingScore
@@ -161,7 +162,12 @@ _SPECS = (
         args=InterPodAffinityArgs,
     ),
     # Reserve and PreBind write the claims' allocations (k8s/scheduling/dra_binder.py).
-    PluginSpec("DynamicResources", filter=_plain(DynamicResources), built_in=("reserve", "preBind")),
+    PluginSpec(
+        "DynamicResources",
+        filter=_plain(DynamicResources),
+        score=_plain(DynamicResourcesScore),
+        built_in=("reserve", "preBind"),
+    ),
     PluginSpec("DefaultPreemption", post_filter=True, args=DefaultPreemptionArgs),
     PluginSpec("NodeResourcesBalancedAllocation", score=_plain(BalancedAllocation)),
     PluginSpec("ImageLocality", missing="rl-scheduler does not score images already on a node"),

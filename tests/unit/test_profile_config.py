@@ -31,7 +31,13 @@ KUBE_FILTERS = (
     "InterPodAffinity",
     "DynamicResources",
 )
-PREFERENCES = {"TaintToleration": 3, "NodeAffinity": 2, "PodTopologySpread": 2, "InterPodAffinity": 2}
+PREFERENCES = {
+    "TaintToleration": 3,
+    "NodeAffinity": 2,
+    "PodTopologySpread": 2,
+    "InterPodAffinity": 2,
+    "DynamicResources": 2,
+}
 KUBE_SCORES = {**PREFERENCES, "NodeResourcesFit": 1, "NodeResourcesBalancedAllocation": 1}
 
 

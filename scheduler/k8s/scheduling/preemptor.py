@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from scheduler.dra.node_filter import post_filter_message
 from scheduler.errors import SchedulerInputError
 from scheduler.framework.gang_preemption import GangPreemption
 from scheduler.framework.preemption import (
@@ -35,17 +36,15 @@ from scheduler.objects.fields import FieldReader
 from scheduler.objects.pod import Pod
 
 log = logging.getLogger(__name__)
-# kube-scheduler v1.36's default profile runs DynamicResources' PostFilter before
-# DefaultPreemption. For a pod without resource claims (every pod rl-scheduler schedules:
-# it refuses those with claims) that plugin says this, and kube joins the PostFilter
-# plugins' messages with ", " (seen in the e2e parity test against kube-scheduler).
-NO_CLAIMS_TO_DEALLOCATE = "no new claims to deallocate"
 
 
-def failed_scheduling_message(failure: PreemptionFailure) -> str:
-    """The FailedScheduling message of a pod preemption did not help, as kube's."""
+def failed_scheduling_message(failure: PreemptionFailure, has_claims: bool = False) -> str:
+    """The FailedScheduling message of a pod preemption did not help, as kube's: kube
+    v1.36's default profile runs DynamicResources' PostFilter before DefaultPreemption
+    and joins their messages with ", " (``has_claims``: the pod has resource claims;
+    seen in the e2e parity tests against kube-scheduler)."""
     fit = failure.message.removesuffix(failure.post_filter_message).rstrip()
-    return f"{fit} {NO_CLAIMS_TO_DEALLOCATE}, {failure.post_filter_message}"
+    return f"{fit} {post_filter_message(has_claims)}, {failure.post_filter_message}"
 
 
 def budget_from_manifest(manifest: Mapping[str, Any]) -> PodDisruptionBudget:

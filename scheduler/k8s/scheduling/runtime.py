@@ -472,7 +472,10 @@ class SchedulerRuntime:
                 return
             if isinstance(outcome, PreemptionFailure):
                 clear = "" if outcome.clears_nomination and pod.nominated_node_name else None
-                message = failed_scheduling_message(outcome)
+                # kube's DynamicResources PostFilter sees the claims only after its
+                # PreFilter passed.
+                has_claims = bool(pod.resource_claims) and not decision.pre_filter_message
+                message = failed_scheduling_message(outcome, has_claims=has_claims)
                 await self.reporter.failed(pod, message, nominated_node=clear, predicted_start=predicted)
                 return
             self.metrics.preemption_victims.observe(len(outcome.victims))

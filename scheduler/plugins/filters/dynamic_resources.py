@@ -18,6 +18,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from scheduler.dra.allocator import ClaimAllocation
 from scheduler.dra.catalog import ClaimLookupError
 from scheduler.dra.node_filter import filter_node, pre_filter
 from scheduler.dra.objects import ResourceClaim
@@ -26,6 +27,8 @@ from scheduler.framework.status import SKIP, Code, Status, unresolvable
 from scheduler.state.cluster_state import IntArray
 
 PLUGIN = "DynamicResources"
+# ``CycleContext.data`` key: node row -> Filter's allocations there.
+ALLOCATIONS = "DynamicResources/allocations"
 
 
 class DynamicResources(FilterBase):
@@ -39,7 +42,7 @@ class DynamicResources(FilterBase):
             claims = ctx.state.dra.pod_claims(pod.namespace, pod.name, pod.resource_claims)
         except ClaimLookupError as problem:
             return unresolvable(self.name, str(problem))
-        status = pre_filter(claims, pod.uid)
+        status = pre_filter(claims, pod.uid, ctx.state.dra.classes)
         if status.ok:
             ctx.data[self.name] = claims
         return status
@@ -50,11 +53,15 @@ class DynamicResources(FilterBase):
         in_use = catalog.in_use()
         slices = list(catalog.slices.values())
         rejected: dict[tuple[str, Code], list[int]] = defaultdict(list)
+        # Each feasible node's allocation, for the Score (``scores/dynamic_resources.py``).
+        allocations: dict[int, tuple[ClaimAllocation, ...]] = ctx.data.setdefault(ALLOCATIONS, {})
         for position, row in enumerate(nodes.tolist()):
             node = ctx.state.nodes[row]
             decision = filter_node(claims, catalog.classes, slices, node.name, node.labels, in_use)
             if not decision.status.ok:
                 rejected[(decision.status.message, decision.status.code)].append(position)
+            else:
+                allocations[row] = decision.allocations
         out = []
         for (reason, code), positions in rejected.items():
             mask = np.zeros(nodes.size, np.bool_)
