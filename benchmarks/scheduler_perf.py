@@ -10,27 +10,29 @@ Kubernetes module, read in place) run against kube-scheduler and rl-scheduler pr
 For each node count and test case (sized as ``scheduler_perf_plan`` says; ``--list``
 prints the plans and the skipped cases with why): it makes the nodes from the case's
 node template (KWOK nodes, no other labels but the hostname and KWOK's), the namespaces,
-and the init pods, which a kube-scheduler started for them places (as kube's harness
-does); then, per round and scheduler (interleaved), it creates the measured pods while
-nothing schedules them, starts the scheduler under test and reports pods/s between the
-first and the last bind its watch saw ((bound - 1) / span), the pods bound, why the others
-are pending (their PodScheduled condition), and every hard constraint broken over all the
-case's pods (``scheduler_perf_checks``). The measured pods are then deleted; the init pods
-stay for the next run. Tables: medians over rounds, lowest and highest pods/s, and
-x kube = median / kube-scheduler's median; the same as JSON under ``--out``.
+PriorityClasses and ``createAny`` objects, and the init pods, which a kube-scheduler
+started for them places (as kube's harness does; ``scheduler_perf_objects``); then, per
+round and scheduler (interleaved), it creates the background pods (``skipWaitToCompletion``)
+and the measured pods while nothing schedules them (the measured ones after a ``barrier``
+once the scheduler has passed it), starts the scheduler under test with the case's
+``deletePods`` and ``churn`` (``scheduler_perf_background``) and reports pods/s between
+the first and the last bind its watch saw ((bound - 1) / span), the pods bound, why the
+others are pending (their PodScheduled condition), and every hard constraint broken over
+all the case's pods (``scheduler_perf_checks``, ``_fit``, ``_volume_checks``). The run's
+pods are then deleted; the init pods stay for the next run unless the run may have
+removed some (preemption, deletions, churn). Tables (``scheduler_perf_report``): medians
+over rounds, lowest and highest pods/s, and x kube = median / kube-scheduler's median;
+the same as JSON under ``--out``.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import datetime as dt
 import json
 import math
-import statistics
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,18 +40,36 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from null_binder import raw_list, raw_watch
+from scheduler_perf_background import RunActivity, wait_barrier
 from scheduler_perf_checks import broken_constraints
-from scheduler_perf_plan import NamespacesOp, NodesOp, Plan, PodsOp, plan, test_cases
+from scheduler_perf_fit import broken_fit
+from scheduler_perf_objects import (
+    PERF_LABEL,
+    ROLE_LABEL,
+    PodObjects,
+    create_all,
+    create_any,
+    delete_run_pods,
+    ensure_namespaces,
+    ensure_priority_classes,
+    make_nodes,
+    perf_nodes,
+    pod_objects,
+)
+from scheduler_perf_ops import AnyOp, ChurnOp, DeletePodsOp, NamespacesOp, NodesOp, Plan, PodsOp
+from scheduler_perf_plan import plan, test_cases
+from scheduler_perf_report import pending_reasons, table
+from scheduler_perf_volume_checks import broken_volume_constraints
+from scheduler_perf_volumes import storage_objects
 from throughput import free_port, make_scheduler, start_cluster
-from throughput_cluster import BindWatcher, RunTimeoutError, wait_nodes_schedulable
+from throughput_cluster import BindWatcher, RunTimeoutError
 from throughput_schedulers import REPO, KubeScheduler, RunContext, SchedulerExitedError, SchedulerUnderTest
 
 sys.path.insert(0, str(REPO / "hack"))
-from devcluster import cluster, kube, names
+from devcluster import cluster, kube
 from devcluster.binaries import Binaries
 from devcluster.workload import new_run_id
 
-PERF_LABEL = "rl-scheduler.io/scheduler-perf"
 INIT_SCHEDULER = "perf-init"
 STALL_S = 30.0  # no bind for this long with pods pending: the run is over
 POLL_S = 0.2
@@ -66,7 +86,8 @@ class RunResult:
     bound: int = 0
     pods_per_s: float = math.nan
     span_s: float = math.nan
-    pending: dict[str, int] = field(default_factory=dict)  # reason -> pods
+    pending: dict[str, int] = field(default_factory=dict)  # reason -> measured pods
+    others_pending: dict[str, int] = field(default_factory=dict)  # the same for background, churned pods
     broken: list[str] = field(default_factory=list)
     error: str = ""
 
@@ -98,95 +119,6 @@ class AnyNamespaceBindWatcher(BindWatcher):
 # ---- objects ------------------------------------------------------------------------
 
 
-def node_manifest(template: dict[str, Any], name: str, labels: dict[str, str]) -> dict[str, Any]:
-    node = copy.deepcopy(template)
-    metadata = node.setdefault("metadata", {})
-    metadata.pop("generateName", None)
-    metadata["name"] = name
-    metadata["labels"] = {
-        **(metadata.get("labels") or {}),
-        names.HOSTNAME_LABEL: name,
-        names.KWOK_TYPE_LABEL: names.KWOK_TYPE_VALUE,
-        names.GENERATED_BY_LABEL: names.GENERATED_BY_VALUE,
-        PERF_LABEL: "node",
-        **labels,
-    }
-    metadata["annotations"] = {
-        **(metadata.get("annotations") or {}),
-        names.KWOK_NODE_ANNOTATION: names.KWOK_NODE_VALUE,
-        "node.alpha.kubernetes.io/ttl": "0",
-    }
-    status = node.setdefault("status", {})
-    status.setdefault("allocatable", dict(status.get("capacity") or {}))
-    return node
-
-
-def pod_manifest(template: dict[str, Any], name: str, scheduler_name: str, run: str) -> dict[str, Any]:
-    pod = copy.deepcopy(template)
-    metadata = pod.setdefault("metadata", {})
-    metadata.pop("generateName", None)
-    metadata["name"] = name
-    metadata["labels"] = {**(metadata.get("labels") or {}), PERF_LABEL: run}
-    pod["spec"]["schedulerName"] = scheduler_name
-    return pod
-
-
-def create_all(core: client.CoreV1Api, pods: list[tuple[str, dict[str, Any]]]) -> None:
-    with ThreadPoolExecutor(16) as pool:
-        list(pool.map(lambda p: core.create_namespaced_pod(p[0], kube.body(p[1])), pods))
-
-
-def make_nodes(core: client.CoreV1Api, ops: list[NodesOp], timeout_s: float) -> None:
-    """This benchmark's nodes become exactly those of ``ops`` (other nodes are left alone;
-    the benchmark's own cluster has none)."""
-    existing = [n["metadata"]["name"] for n in _perf_nodes(core)]
-    with ThreadPoolExecutor(16) as pool:
-        list(pool.map(core.delete_node, existing))
-    manifests = []
-    for op_index, op in enumerate(ops):
-        for i in range(op.count):
-            labels = {op.label_key: op.label_values[i % len(op.label_values)]} if op.label_key else {}
-            manifests.append(node_manifest(op.template, f"perf-{op_index}-{i}", labels))
-    deadline = time.monotonic() + timeout_s
-    while _perf_nodes(core):  # a deleted node lingers until its finalizers run
-        if time.monotonic() > deadline:
-            raise RunTimeoutError(f"old nodes still there after {timeout_s:.0f} s")
-        time.sleep(1.0)
-    with ThreadPoolExecutor(16) as pool:
-        list(pool.map(lambda m: core.create_node(kube.body(m)), manifests))
-    wait_nodes_schedulable(core, {m["metadata"]["name"] for m in manifests}, timeout_s)
-
-
-def _perf_nodes(core: client.CoreV1Api) -> list[dict[str, Any]]:
-    response: Any = core.list_node(label_selector=f"{PERF_LABEL}=node", _preload_content=False)
-    items: list[dict[str, Any]] = json.loads(response.data)["items"]
-    return items
-
-
-def delete_run_pods(
-    core: client.CoreV1Api, namespaces: set[str], selector: str, timeout_s: float = 300
-) -> None:
-    for namespace in namespaces:
-        core.delete_collection_namespaced_pod(namespace, label_selector=selector, grace_period_seconds=0)
-    deadline = time.monotonic() + timeout_s
-    while raw_list(core, label_selector=selector, limit=1)["items"]:
-        if time.monotonic() > deadline:
-            raise RunTimeoutError(f"pods {selector} still there after {timeout_s:.0f} s")
-        time.sleep(1.0)
-
-
-def pending_reasons(pods: list[dict[str, Any]]) -> dict[str, int]:
-    reasons: dict[str, int] = {}
-    for pod in pods:
-        if (pod.get("spec") or {}).get("nodeName"):
-            continue
-        conditions = (pod.get("status") or {}).get("conditions") or []
-        message = next((c.get("message", "") for c in conditions if c.get("type") == "PodScheduled"), "")
-        reason = message or "no PodScheduled condition"
-        reasons[reason] = reasons.get(reason, 0) + 1
-    return reasons
-
-
 # ---- one case -----------------------------------------------------------------------
 
 
@@ -205,9 +137,7 @@ def wait_bound(scheduler: SchedulerUnderTest, watcher: BindWatcher, pods: int, t
         time.sleep(POLL_S)
 
 
-def place_init_pods(
-    core: client.CoreV1Api, context: RunContext, init: list[tuple[str, dict[str, Any]]]
-) -> None:
+def place_init_pods(core: client.CoreV1Api, context: RunContext, init: list[PodObjects]) -> None:
     if not init:
         return
     placer = KubeScheduler(INIT_SCHEDULER, Binaries.in_cache().kube_scheduler)
@@ -231,33 +161,50 @@ class CaseCluster:
     core: client.CoreV1Api
     kubeconfig: Path
     workdir: Path
+    plan: Plan
     namespaces: set[str]
     nodes: list[dict[str, Any]]
     namespace_labels: dict[str, dict[str, str]]
 
 
-def measure(
-    shared: CaseCluster, args: argparse.Namespace, measured_ops: list[tuple[int, PodsOp]], result: RunResult
-) -> None:
+def run_pods(the_plan: Plan, run: str, scheduler_name: str) -> tuple[list[PodObjects], list[PodObjects]]:
+    """A run's measured pods, and its background ones (``skipWaitToCompletion``)."""
+    measured: list[PodObjects] = []
+    background: list[PodObjects] = []
+    for index, op in enumerate(the_plan.ops):
+        if isinstance(op, PodsOp) and (op.measured or op.background):
+            made = [pod_objects(op, i, f"{run}-{index}-{i}", scheduler_name, run) for i in range(op.count)]
+            (measured if op.measured else background).extend(made)
+    return measured, background
+
+
+def measure(shared: CaseCluster, args: argparse.Namespace, result: RunResult) -> None:
     """One scheduler on the case's measured pods; fills ``result``."""
-    core = shared.core
+    core, the_plan = shared.core, shared.plan
     qps, burst = args.qps_burst
     run = new_run_id("perf")
     scheduler = make_scheduler(result.scheduler, args)
-    pods = [
-        (op.namespace, pod_manifest(op.template, f"{run}-{index}-{i}", scheduler.scheduler_name, run))
-        for index, op in measured_ops
-        for i in range(op.count)
-    ]
-    watcher = AnyNamespaceBindWatcher(core, f"{PERF_LABEL}={run}")
+    pods, background = run_pods(the_plan, run, scheduler.scheduler_name)
+    during = [op for op in the_plan.ops if isinstance(op, DeletePodsOp | ChurnOp)]
+    activity = RunActivity(core, during, run, scheduler.scheduler_name)
+    watcher = AnyNamespaceBindWatcher(core, f"{PERF_LABEL}={run},!{ROLE_LABEL}")
     print(f"  {result.scheduler} round {result.round}: ", end="", flush=True)
     try:
-        create_all(core, pods)
+        create_all(core, background)
+        if not the_plan.barrier_stage:  # made before the scheduler starts, so creation does not pace it
+            create_all(core, pods)
         watcher.start()
         run_dir = shared.workdir / f"{result.scheduler}-{result.round}"
         run_dir.mkdir(exist_ok=True)
         scheduler.start(RunContext(shared.kubeconfig, qps, burst, run_dir, free_port()))
+        if the_plan.barrier_stage:
+            selector = f"{PERF_LABEL}={run},{ROLE_LABEL}=background"
+            wait_barrier(core, selector, the_plan.barrier_stage, args.run_timeout)
+        activity.start()
+        if the_plan.barrier_stage:
+            create_all(core, pods)
         wait_bound(scheduler, watcher, len(pods), args.run_timeout)
+        activity.stop()
         times = sorted(watcher.bound_at.values())
         result.bound = len(times)
         if len(times) >= 2:
@@ -267,22 +214,37 @@ def measure(
             scheduler.latency(result.bound)  # reads which policy scored, from /metrics
         result.ran = scheduler.what_ran()
         scheduler.stop()
-        everything = raw_list(core, label_selector=PERF_LABEL)["items"]
-        mine = [p for p in everything if p["metadata"]["labels"].get(PERF_LABEL) in (run, "init")]
-        result.pending = pending_reasons([p for p in mine if p["metadata"]["labels"][PERF_LABEL] == run])
-        result.broken = broken_constraints(mine, shared.nodes, shared.namespace_labels)
+        check(shared, run, result)
+        result.error = "; ".join(activity.errors)
         print(
             f"{result.pods_per_s:.1f} pods/s, {result.bound}/{result.measured} bound, "
             f"{len(result.broken)} constraints broken ({result.ran})",
             flush=True,
         )
-    except (SchedulerExitedError, RunTimeoutError, ApiException, RuntimeError, OSError) as error:
+    except (SchedulerExitedError, RunTimeoutError, ApiException, RuntimeError, OSError, ValueError) as error:
         result.error = str(error)
         print(f"FAILED: {error}", flush=True)
     finally:
         scheduler.stop()
+        activity.stop()
         watcher.stop()
+        activity.cleanup()
         delete_run_pods(core, shared.namespaces, f"{PERF_LABEL}={run}")
+
+
+def check(shared: CaseCluster, run: str, result: RunResult) -> None:
+    """Pending reasons and broken constraints over the run's and the init pods."""
+    core = shared.core
+    everything = raw_list(core, label_selector=PERF_LABEL)["items"]
+    mine = [p for p in everything if p["metadata"]["labels"].get(PERF_LABEL) in (run, "init")]
+    of_run = [p for p in mine if p["metadata"]["labels"][PERF_LABEL] == run]
+    result.pending = pending_reasons([p for p in of_run if ROLE_LABEL not in p["metadata"]["labels"]])
+    result.others_pending = pending_reasons([p for p in of_run if ROLE_LABEL in p["metadata"]["labels"]])
+    nodes = shared.nodes + perf_nodes(core, run)  # and the churned ones
+    result.broken = broken_constraints(mine, nodes, shared.namespace_labels)
+    result.broken += broken_fit(mine, nodes)
+    claims, volumes, csi_nodes = storage_objects(core, PERF_LABEL)
+    result.broken += broken_volume_constraints(mine, nodes, claims, volumes, csi_nodes)
 
 
 def run_case(
@@ -291,72 +253,52 @@ def run_case(
     qps, burst = args.qps_burst
     nodes = [op for op in the_plan.ops if isinstance(op, NodesOp)]
     make_nodes(core, nodes, timeout_s=60 + sum(op.count for op in nodes) / 5)
-    namespaces = {ns for op in the_plan.ops if isinstance(op, NamespacesOp) for ns in op.names}
-    namespaces |= {op.namespace for op in the_plan.ops if isinstance(op, PodsOp)}
-    for namespace in sorted(namespaces):
-        kube.ensure_namespace(core, namespace, kubeconfig)
+    ensure_priority_classes(core.api_client, the_plan.priorities)
+    named = [op for op in the_plan.ops if isinstance(op, NamespacesOp)]
+    others = {
+        op.namespace
+        for op in the_plan.ops
+        if isinstance(op, PodsOp | AnyOp | ChurnOp | DeletePodsOp) and op.namespace
+    }
+    ensure_namespaces(core, kubeconfig, named, others)
+    namespaces = {ns for op in named for ns in op.names} | others
+    for op in the_plan.ops:
+        if isinstance(op, AnyOp):
+            create_any(core, op)
     delete_run_pods(core, namespaces, PERF_LABEL)
-    init: list[tuple[str, dict[str, Any]]] = []
-    measured_ops = []
-    for index, op in enumerate(the_plan.ops):
-        if isinstance(op, PodsOp) and not op.measured:
-            init += [
-                (op.namespace, pod_manifest(op.template, f"init-{index}-{i}", INIT_SCHEDULER, "init"))
-                for i in range(op.count)
-            ]
-        elif isinstance(op, PodsOp):
-            measured_ops.append((index, op))
+    init = [
+        pod_objects(op, i, f"init-{index}-{i}", INIT_SCHEDULER, "init")
+        for index, op in enumerate(the_plan.ops)
+        if isinstance(op, PodsOp) and not op.measured and not op.background
+        for i in range(op.count)
+    ]
     workdir = folder / f"{the_plan.nodes}-{the_plan.case}"
     workdir.mkdir(parents=True, exist_ok=True)
-    place_init_pods(core, RunContext(kubeconfig, qps, burst, workdir, free_port()), init)
-    print(f"  {len(init)} init pods placed by kube-scheduler", flush=True)
-    node_list = _perf_nodes(core)
+
+    def place() -> None:
+        place_init_pods(core, RunContext(kubeconfig, qps, burst, workdir, free_port()), init)
+        print(f"  {len(init)} init pods placed by kube-scheduler", flush=True)
+
+    place()
+    listed: Any = core.list_namespace(_preload_content=False)
     namespace_labels = {
-        n["metadata"]["name"]: n["metadata"].get("labels") or {}
-        for n in json.loads(core.list_namespace(_preload_content=False).data)["items"]
+        n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in json.loads(listed.data)["items"]
     }
-    shared = CaseCluster(core, kubeconfig, workdir, namespaces, node_list, namespace_labels)
-    results = []
+    shared = CaseCluster(core, kubeconfig, workdir, the_plan, namespaces, perf_nodes(core), namespace_labels)
+    results: list[RunResult] = []
     for round_ in range(1, args.rounds + 1):
         for variant in args.schedulers:
+            if the_plan.replaces_init and results:  # the last run may have removed init pods
+                delete_run_pods(core, namespaces, f"{PERF_LABEL}=init")
+                place()
             result = RunResult(the_plan.case, the_plan.nodes, variant, round_, the_plan.measured_pods)
-            measure(shared, args, measured_ops, result)
+            measure(shared, args, result)
             results.append(result)
     delete_run_pods(core, namespaces, PERF_LABEL)
     return results
 
 
 # ---- the report -------------------------------------------------------------------------
-
-
-def table(results: list[RunResult], schedulers: list[str]) -> str:
-    lines = [
-        f"{'case':44} {'nodes':>5} {'scheduler':14} {'pods/s':>8} {'min':>7} {'max':>7} {'x kube':>6} "
-        f"{'bound':>10} {'broken':>6}"
-    ]
-    keys = sorted({(r.nodes, r.case) for r in results})
-    for nodes, case in keys:
-        medians: dict[str, float] = {}
-        for variant in schedulers:
-            rows = [r for r in results if (r.nodes, r.case, r.scheduler) == (nodes, case, variant)]
-            rates = [r.pods_per_s for r in rows if not r.error and not math.isnan(r.pods_per_s)]
-            if not rows:
-                continue
-            median = statistics.median(rates) if rates else math.nan
-            medians[variant] = median
-            kube_rate = medians.get("kube-scheduler", math.nan)
-            ratio = median / kube_rate if kube_rate else math.nan
-            bound = min(r.bound for r in rows)
-            broken = max(len(r.broken) for r in rows)
-            lines.append(
-                f"{case:44} {nodes:5d} {variant:14} {median:8.1f} {min(rates, default=math.nan):7.1f} "
-                f"{max(rates, default=math.nan):7.1f} {ratio:6.2f} "
-                f"{f'{bound}/{rows[0].measured}':>10} {broken:6d}"
-            )
-            for reason, count in sorted({k: v for r in rows for k, v in r.pending.items()}.items()):
-                lines.append(f"{'':44} {'':5} {'':14} pending {count}: {reason[:120]}")
-            lines += [f"{'':44} {'':5} {'':14} FAILED: {r.error[:160]}" for r in rows if r.error]
-    return "\n".join(lines)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -397,13 +339,26 @@ def plans(args: argparse.Namespace) -> tuple[list[Plan], list[str]]:
     return runnable, skipped
 
 
+def op_summary(the_plan: Plan) -> list[tuple[str, int]]:
+    """Each operation as ``kind count``, runs of equal ones as one with how many."""
+    summary: list[tuple[str, int]] = []
+    for op in the_plan.ops:
+        what = f"{type(op).__name__[:-2].lower()} {getattr(op, 'count', '')}".strip()
+        if isinstance(op, PodsOp):
+            what += " measured" if op.measured else " background" if op.background else ""
+            what += " with volumes" if op.claim is not None else ""
+        if summary and summary[-1][0] == what:
+            summary[-1] = (what, summary[-1][1] + 1)
+        else:
+            summary.append((what, 1))
+    return summary
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     runnable, skipped = plans(args)
     for the_plan in runnable:
-        counts = ", ".join(
-            f"{type(op).__name__[:-2].lower()} {getattr(op, 'count', '')}".strip() for op in the_plan.ops
-        )
+        counts = ", ".join(f"{what} x{n}" if n > 1 else what for what, n in op_summary(the_plan))
         print(f"{the_plan.case} at {the_plan.nodes} nodes (from {the_plan.workload}): {counts}")
     print("skipped:\n  " + "\n  ".join(skipped))
     if args.list:

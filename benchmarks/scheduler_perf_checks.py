@@ -1,15 +1,18 @@
 """Whether the placement a scheduler left keeps every pod's hard constraints, checked on
 the objects the API server returns (plain JSON), independently of both schedulers' code:
 
-- required node affinity (``nodeSelectorTerms``, ORed; expressions ANDed) and nodeSelector;
+- required node affinity (``nodeSelectorTerms``, ORed; expressions and ``metadata.name``
+  fields ANDed) and nodeSelector;
 - required pod affinity: each term has a matching pod (other than the pod itself) in the
   pod's domain (a pod of the first of its group, matching its own terms, may be alone);
 - required pod anti-affinity: no other matching pod in the pod's domain, either way;
-- topology spread ``DoNotSchedule``: over the domains of the nodes, max - min of the
-  matching pods is at most ``maxSkew`` (0 for domains without pods counts in min only
-  when the number of domains is at least ``minDomains``, as kube counts it).
+- topology spread ``DoNotSchedule``: over the domains of the nodes the constraint counts
+  (``nodeAffinityPolicy``, ``nodeTaintsPolicy``), max - min of the matching pods is at
+  most ``maxSkew`` (with fewer domains than ``minDomains`` the minimum is 0, as kube
+  counts it).
 
-Each broken constraint is one line naming the pod and the rule.
+Node-level constraints (resources, taints) are ``scheduler_perf_fit``'s. Each broken
+constraint is one line naming the pod and the rule.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from scheduler_perf_fit import tolerates
 
 Json = dict[str, Any]
 
@@ -78,8 +83,10 @@ def _node_affinity_holds(pod: Json, node: Json) -> bool:
     )
     if not required:
         return True
+    fields = {"metadata.name": node["metadata"]["name"]}
     return any(
         all(requirement_holds(e, labels) for e in term.get("matchExpressions") or [])
+        and all(requirement_holds(f, fields) for f in term.get("matchFields") or [])
         for term in required.get("nodeSelectorTerms") or []
     )
 
@@ -150,39 +157,52 @@ def _spread_broken(
         if constraint.get("whenUnsatisfiable") != "DoNotSchedule":
             continue
         key = constraint["topologyKey"]
-        cache_key = json.dumps(
-            [pod["metadata"]["namespace"], constraint, pod["spec"].get("affinity")], sort_keys=True
-        )
+        spec = pod["spec"]
+        # what decides the domains and the matching pods
+        decides = [spec.get(field) for field in ("affinity", "nodeSelector", "tolerations")]
+        cache_key = json.dumps([pod["metadata"]["namespace"], constraint, *decides], sort_keys=True)
         if cache_key in cache:
             per_domain = cache[cache_key]
         else:
             per_domain = cache[cache_key] = _per_domain(pod, constraint, bound, node_by_name)
-        if per_domain and max(per_domain) - min(per_domain) > int(constraint["maxSkew"]):
-            broken.append(
-                f"{name}: skew {max(per_domain) - min(per_domain)} over {key} > {constraint['maxSkew']}"
-            )
+        # fewer domains than minDomains: the global minimum is 0 (kube's PodTopologySpread)
+        low = min(per_domain, default=0) if len(per_domain) >= int(constraint.get("minDomains") or 1) else 0
+        if per_domain and max(per_domain) - low > int(constraint["maxSkew"]):
+            broken.append(f"{name}: skew {max(per_domain) - low} over {key} > {constraint['maxSkew']}")
     return broken
 
 
 def _per_domain(
     pod: Json, constraint: Json, bound: list[Json], node_by_name: Mapping[str, Json]
 ) -> list[int]:
-    """Matching pods per domain of the nodes ``pod`` may go to (node affinity honoured,
-    kube's default ``nodeAffinityPolicy``)."""
+    """Matching pods per domain of the nodes the constraint counts: those with the key,
+    where the pod's node affinity holds (``nodeAffinityPolicy`` Honor, kube's default) and
+    whose ``NoSchedule``/``NoExecute`` taints it tolerates (``nodeTaintsPolicy`` Honor;
+    kube's default Ignore counts tainted nodes)."""
     key = constraint["topologyKey"]
-    domains = {
-        _labels(n).get(key)
-        for n in node_by_name.values()
-        if key in _labels(n) and _node_affinity_holds(pod, n)
+    tolerations = pod["spec"].get("tolerations") or []
+    eligible = {
+        name
+        for name, n in node_by_name.items()
+        if key in _labels(n)
+        and (constraint.get("nodeAffinityPolicy") == "Ignore" or _node_affinity_holds(pod, n))
+        and (
+            constraint.get("nodeTaintsPolicy") != "Honor"
+            or all(
+                tolerates(tolerations, t)
+                for t in (n.get("spec") or {}).get("taints") or []
+                if t.get("effect") in ("NoSchedule", "NoExecute")
+            )
+        )
     }
+    domains = {_labels(node_by_name[name])[key] for name in eligible}
     counts: Counter[str] = Counter()
     namespace = pod["metadata"]["namespace"]
     for other in bound:
-        here = _labels(node_by_name[other["spec"]["nodeName"]]).get(key)
         if (
-            here in domains
+            other["spec"]["nodeName"] in eligible
             and other["metadata"]["namespace"] == namespace
             and selector_matches(constraint.get("labelSelector"), _labels(other))
         ):
-            counts[here] += 1
-    return [counts.get(d, 0) for d in domains if d is not None]
+            counts[_labels(node_by_name[other["spec"]["nodeName"]])[key]] += 1
+    return [counts.get(d, 0) for d in domains]

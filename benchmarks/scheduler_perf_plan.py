@@ -3,72 +3,79 @@ how many nodes and pods, from which templates; or why a test case is skipped.
 
 Sizes: the workload named ``<N>Nodes`` when the test case has one; otherwise its
 ``500Nodes`` workload with every count but ``measurePods`` (nodes, init pods) scaled by
-N / 500, ``measurePods`` kept (kube's 5000-node workloads measure about as many pods as
-its 500-node ones). ``labelNodePrepareStrategy`` gives node i value i mod the values
-(kube picks one at random).
+N / 500, ``measurePods`` kept (kube's 5000-node workloads measure about as many pods as its
+500-node ones); without a ``500Nodes`` workload, its smallest ``<M>Nodes`` workload of at
+least 500 nodes with every count, ``measurePods`` too, scaled by N / M (PreemptionBasic's
+1000Nodes fills every node with init pods and measures one pod a node).
+``labelNodePrepareStrategy`` gives node i value i mod the values (kube picks one at
+random). ``createPodSets`` unrolls into one ``createPods`` per namespace, as
+kube's harness does, and a ``createPods`` without a namespace gets ``namespace-<i>``, i
+its place in the unrolled list.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+from scheduler_perf_ops import AnyOp, BarrierOp, ChurnOp, DeletePodsOp, NamespacesOp, NodesOp, Plan, PodsOp
 from scheduler_perf_source import load_yaml, scheduler_perf_dir
 
-# Operations this benchmark performs; any other opcode skips the test case with a reason.
-SUPPORTED_OPCODES = frozenset({"createNodes", "createNamespaces", "createPods"})
+# Opcodes this benchmark does not perform (any opcode without a parser skips the test case).
 REFUSED_OPCODES = {
     "createResourceDriver": "DRA test driver (ResourceSlices published by kube's in-process driver)",
     "allocResourceClaims": "DRA claims allocated by the harness itself",
-    "createAny": "arbitrary objects (DRA classes, claims, PVs) not rendered here yet",
-    "churn": "churn operations (create/delete loops) not implemented yet",
-    "barrier": "barrier waits on gated or unschedulable pods (not implemented yet)",
-    "deletePods": "pod deletion while scheduling (not implemented yet)",
-    "createPodSets": "pod sets over many namespaces (not implemented yet)",
     "startCollectingMetrics": "event-handling metric windows (not implemented yet)",
     "stopCollectingMetrics": "event-handling metric windows (not implemented yet)",
     "updateAny": "object updates while scheduling (not implemented yet)",
 }
-# Fields of a createPods / createNodes operation this benchmark honours.
-POD_FIELDS = frozenset({"opcode", "count", "countParam", "namespace", "podTemplatePath", "collectMetrics"})
-NODE_FIELDS = frozenset({"opcode", "count", "countParam", "nodeTemplatePath", "labelNodePrepareStrategy"})
-NAMESPACE_FIELDS = frozenset({"opcode", "count", "countParam", "prefix"})
+# Test cases whose objects kube's Go test code changes beyond what the configs say.
+GO_SETUP = {
+    "NodeDeclaredFeaturesEnabled": "nodes' declared features added by kube's Go test code "
+    "(numNodeDeclaredFeatures), not by the config",
+}
+# Fields of each operation this benchmark honours; any other skips the test case.
+FIELDS = {
+    "createPods": frozenset(
+        {
+            "opcode",
+            "count",
+            "countParam",
+            "namespace",
+            "podTemplatePath",
+            "collectMetrics",
+            "persistentVolumeTemplatePath",
+            "persistentVolumeClaimTemplatePath",
+            "skipWaitToCompletion",
+        }
+    ),
+    "createNodes": frozenset(
+        {
+            "opcode",
+            "count",
+            "countParam",
+            "nodeTemplatePath",
+            "labelNodePrepareStrategy",
+            "nodeAllocatableStrategy",
+        }
+    ),
+    "createNamespaces": frozenset({"opcode", "count", "countParam", "prefix", "namespaceTemplatePath"}),
+    "createPodSets": frozenset({"opcode", "count", "countParam", "namespacePrefix", "createPodsOp"}),
+    "createAny": frozenset({"opcode", "count", "countParam", "namespace", "templatePath"}),
+    "barrier": frozenset({"opcode", "stageRequirement"}),
+    "deletePods": frozenset({"opcode", "namespace", "deletePodsPerSecond", "skipWaitToCompletion"}),
+    "churn": frozenset({"opcode", "mode", "number", "intervalMilliseconds", "namespace", "templatePaths"}),
+}
+# churn: the kinds it creates and deletes.
+CHURN_KINDS = frozenset({("v1", "Pod"), ("v1", "Service"), ("v1", "Node")})
+# createAny: the kinds this benchmark creates, as (apiVersion, kind) -> (resource, namespaced).
+ANY_KINDS = {("v1", "Service"): ("services", True)}
 BASE_NODES = 500
-
-
-@dataclass(frozen=True)
-class NodesOp:
-    count: int
-    template: dict[str, Any]
-    # labelNodePrepareStrategy: the label every node gets, with one of these values.
-    label_key: str = ""
-    label_values: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class NamespacesOp:
-    names: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class PodsOp:
-    count: int
-    namespace: str
-    template: dict[str, Any]
-    measured: bool
-
-
-@dataclass
-class Plan:
-    case: str
-    workload: str  # the kube workload it was sized from
-    nodes: int
-    ops: list[NodesOp | NamespacesOp | PodsOp] = field(default_factory=list)
-
-    @property
-    def measured_pods(self) -> int:
-        return sum(op.count for op in self.ops if isinstance(op, PodsOp) and op.measured)
 
 
 def test_cases() -> list[tuple[Path, dict[str, Any]]]:
@@ -81,21 +88,67 @@ def test_cases() -> list[tuple[Path, dict[str, Any]]]:
     return found
 
 
+def workload_nodes(name: str) -> int | None:
+    """The node count a workload's name gives (``500Nodes``, ``1Node_10GatedPods``,
+    ``5kNodes/100Init/1kPods``), or None."""
+    match = re.match(r"(\d+)(k?)Nodes?(?:$|[_/])", name)
+    if match is None:
+        return None
+    return int(match.group(1)) * (1000 if match.group(2) else 1)
+
+
+def counted_nodes(case: dict[str, Any], workload: dict[str, Any]) -> int | None:
+    """The node count of a workload whose name gives none (``fast``, ``500pods_500nodes``):
+    what its ``createNodes`` operations make."""
+    params = workload.get("params") or {}
+    try:
+        counts = [
+            _count(op, params) for op in case.get("workloadTemplate") or [] if op["opcode"] == "createNodes"
+        ]
+    except KeyError:  # a count parameter the workload does not set
+        return None
+    return sum(counts) or None
+
+
 def sized_params(case: dict[str, Any], nodes: int) -> tuple[str, dict[str, Any]] | str:
     """``(workload name, params)`` for ``nodes``, or why there are none."""
-    workloads = {w["name"]: w for w in case.get("workloads", [])}
-    exact = workloads.get(f"{nodes}Nodes")
+    by_nodes: dict[int, dict[str, Any]] = {}
+    for workload in case.get("workloads", []):
+        count = workload_nodes(workload["name"]) or counted_nodes(case, workload)
+        # kube's plain ``<N>Nodes`` first, else the first listed (feature-gate variants follow it)
+        if count is not None and (count not in by_nodes or workload["name"] == f"{count}Nodes"):
+            by_nodes[count] = workload
+    exact = by_nodes.get(nodes)
     if exact is not None:
         return exact["name"], dict(exact.get("params", {}))
-    base = workloads.get(f"{BASE_NODES}Nodes")
-    if base is None:
+    sizes = sorted(by_nodes)
+    base_nodes = BASE_NODES if BASE_NODES in sizes else next((n for n in sizes if n >= BASE_NODES), None)
+    if base_nodes is None:
         return f"no {nodes}Nodes or {BASE_NODES}Nodes workload"
+    base = by_nodes[base_nodes]
     params = dict(base.get("params", {}))
-    scale = nodes / BASE_NODES
+    scale = nodes / base_nodes
     for key, value in params.items():
-        if key != "measurePods" and isinstance(value, int):
+        if (key != "measurePods" or base_nodes != BASE_NODES) and isinstance(value, int):
             params[key] = round(value * scale)
     return base["name"], params
+
+
+def base_pod() -> dict[str, Any]:
+    """kube's pod for a ``createPods`` without a template (``makeBasePod``)."""
+    resources = {"cpu": "100m", "memory": "500Mi"}
+    container = {
+        "name": "pause",
+        "image": "registry.k8s.io/pause:3.10.1",
+        "ports": [{"containerPort": 80}],
+        "resources": {"limits": dict(resources), "requests": dict(resources)},
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"generateName": "pod-"},
+        "spec": {"containers": [container]},
+    }
 
 
 def _count(op: dict[str, Any], params: dict[str, Any]) -> int:
@@ -104,47 +157,206 @@ def _count(op: dict[str, Any], params: dict[str, Any]) -> int:
     return int(op.get("count", 0))
 
 
+def unrolled(ops: list[dict[str, Any]], params: dict[str, Any]) -> list[dict[str, Any]]:
+    """``createPodSets`` as one ``createPods`` per namespace ``<namespacePrefix>-<i>``."""
+    flat = []
+    for op in ops:
+        if op["opcode"] != "createPodSets":
+            flat.append(op)
+            continue
+        extra = sorted(set(op) - FIELDS["createPodSets"])
+        if extra:
+            flat.append(op)  # refused below with its fields
+            continue
+        for i in range(_count(op, params)):
+            flat.append({**op["createPodsOp"], "namespace": f"{op['namespacePrefix']}-{i}"})
+    return flat
+
+
+def indexed(template: dict[str, Any], path: str) -> dict[str, Any] | str:
+    """A node or pod template, or why not: kube renders them with text/template, with
+    ``{{.Index}}`` and ``{{.Count}}`` (``scheduler_perf_objects.instance`` fills them in);
+    any other template action is refused."""
+    text = json.dumps(template).replace("{{.Index}}", "").replace("{{.Count}}", "")
+    if "{{" in text:
+        return f"{path}: a text/template this benchmark does not render"
+    return template
+
+
+def instance(template: dict[str, Any], index: int, count: int) -> dict[str, Any]:
+    """The template of object ``index`` of ``count`` (kube's ``{{.Index}}``, ``{{.Count}}``)."""
+    text = json.dumps(template)
+    if "{{" in text:
+        text = text.replace("{{.Index}}", str(index)).replace("{{.Count}}", str(count))
+    rendered: dict[str, Any] = json.loads(text)
+    return rendered
+
+
+def render(path: Path, index: int, count: int) -> dict[str, Any] | str:
+    """A ``createAny`` template with kube's ``{{.Index}}`` and ``{{.Count}}``, or why not."""
+    text = path.read_text().replace("{{.Index}}", str(index)).replace("{{.Count}}", str(count))
+    if "{{" in text:
+        return f"{path.name}: a text/template this benchmark does not render"
+    manifest: dict[str, Any] = yaml.safe_load(text)
+    return manifest
+
+
+Op = NodesOp | NamespacesOp | PodsOp | AnyOp | BarrierOp | DeletePodsOp | ChurnOp
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where one operation comes from: its place in the unrolled list, the sized
+    parameters, the test case and the folder of its config."""
+
+    index: int
+    params: dict[str, Any]
+    case: dict[str, Any]
+    folder: Path
+
+
+def nodes_op(op: dict[str, Any], source: Source) -> NodesOp | str:
+    template_path = op.get("nodeTemplatePath", "../templates/node-default.yaml")
+    template = indexed(load_yaml(source.folder / template_path), template_path)
+    if isinstance(template, str):
+        return template
+    strategy = op.get("labelNodePrepareStrategy") or {}
+    allocatable = op.get("nodeAllocatableStrategy") or {}
+    return NodesOp(
+        _count(op, source.params),
+        template,
+        strategy.get("labelKey", ""),
+        tuple(strategy.get("labelValues", ())),
+        dict(allocatable.get("nodeAllocatable") or {}),
+        dict(allocatable.get("csiNodeAllocatable") or {}),
+        tuple(allocatable.get("migratedPlugins") or ()),
+    )
+
+
+def namespaces_op(op: dict[str, Any], source: Source) -> NamespacesOp:
+    count = _count(op, source.params)
+    template_path = op.get("namespaceTemplatePath")
+    template = load_yaml(source.folder / template_path) if template_path else {}
+    labels = dict((template.get("metadata") or {}).get("labels") or {})
+    return NamespacesOp(tuple(f"{op['prefix']}-{i}" for i in range(count)), labels)
+
+
+def pods_op(op: dict[str, Any], source: Source) -> PodsOp | str:
+    template_path = op.get("podTemplatePath") or source.case.get("defaultPodTemplatePath")
+    template = (
+        indexed(load_yaml(source.folder / template_path), template_path) if template_path else base_pod()
+    )
+    if isinstance(template, str):
+        return template
+    volume_path = op.get("persistentVolumeTemplatePath")
+    claim_path = op.get("persistentVolumeClaimTemplatePath")
+    if bool(volume_path) != bool(claim_path):
+        return "createPods with only one of a volume and a claim template"
+    return PodsOp(
+        _count(op, source.params),
+        op.get("namespace", f"namespace-{source.index}"),
+        template,
+        bool(op.get("collectMetrics")),
+        load_yaml(source.folder / volume_path) if volume_path else None,
+        load_yaml(source.folder / claim_path) if claim_path else None,
+        background=bool(op.get("skipWaitToCompletion")),
+    )
+
+
+def any_op(op: dict[str, Any], source: Source) -> AnyOp | str:
+    count = _count(op, source.params) if ("count" in op or "countParam" in op) else 1
+    manifests = []
+    for index in range(count):
+        manifest = render(source.folder / op["templatePath"], index, count)
+        if isinstance(manifest, str):
+            return manifest
+        kind = (manifest.get("apiVersion", ""), manifest.get("kind", ""))
+        if kind not in ANY_KINDS:
+            if kind[0].startswith("resource.k8s.io/"):
+                return f"createAny of {kind[1]}: DRA objects (kube's in-process test driver serves them)"
+            return f"createAny of {kind[0]} {kind[1]} (not implemented)"
+        metadata = manifest.setdefault("metadata", {})
+        if "name" not in metadata:  # a fixed name: a rerun finds it there
+            metadata["name"] = f"{metadata.pop('generateName', 'perf-')}{index}"
+        manifests.append(manifest)
+    resource, namespaced = ANY_KINDS[kind]
+    if namespaced != bool(op.get("namespace")):
+        return f"createAny of {kind[1]}: namespace {op.get('namespace')!r} does not fit its scope"
+    return AnyOp(op.get("namespace", ""), resource, tuple(manifests))
+
+
+def barrier_op(op: dict[str, Any], _source: Source) -> BarrierOp:
+    return BarrierOp(op.get("stageRequirement") or "Scheduled")
+
+
+def delete_pods_op(op: dict[str, Any], _source: Source) -> DeletePodsOp | str:
+    if not op.get("skipWaitToCompletion"):
+        return "deletePods waited for (not implemented)"
+    return DeletePodsOp(op["namespace"], float(op.get("deletePodsPerSecond") or 0))
+
+
+def churn_op(op: dict[str, Any], source: Source) -> ChurnOp | str:
+    templates = tuple(load_yaml(source.folder / path) for path in op.get("templatePaths") or [])
+    for template in templates:
+        if (template.get("apiVersion"), template.get("kind")) not in CHURN_KINDS:
+            return f"churn of {template.get('apiVersion')} {template.get('kind')} (not implemented)"
+    if op.get("mode") not in ("create", "recreate") or (op["mode"] == "recreate" and not op.get("number")):
+        return f"churn mode {op.get('mode')!r} with number {op.get('number')!r}"
+    return ChurnOp(
+        op["mode"],
+        int(op.get("number") or 0),
+        int(op.get("intervalMilliseconds") or 500) / 1000,
+        op.get("namespace") or f"namespace-{source.index}",
+        templates,
+    )
+
+
+def _refused(op: dict[str, Any]) -> str:
+    """Why this benchmark does not perform ``op`` ("" when it does)."""
+    opcode = op["opcode"]
+    if opcode not in PARSERS and opcode != "createPodSets":
+        return f"{opcode}: {REFUSED_OPCODES.get(opcode, 'not implemented')}"
+    extra = sorted(set(op) - FIELDS[opcode])
+    if extra:
+        return f"{opcode} with {', '.join(extra)} (not implemented)"
+    return _refused(op["createPodsOp"]) if opcode == "createPodSets" else ""
+
+
+PARSERS: dict[str, Callable[[dict[str, Any], Source], Op | str]] = {
+    "createNodes": nodes_op,
+    "createNamespaces": namespaces_op,
+    "createPods": pods_op,
+    "createAny": any_op,
+    "barrier": barrier_op,
+    "deletePods": delete_pods_op,
+    "churn": churn_op,
+}
+
+
 def plan(path: Path, case: dict[str, Any], nodes: int) -> Plan | str:
-    """The test case at ``nodes`` nodes, or the reason it is skipped."""
+    """The test case at ``nodes`` nodes, or the reason it is skipped (an operation this
+    benchmark does not perform before a size it has no workload for)."""
+    if case["name"] in GO_SETUP:
+        return GO_SETUP[case["name"]]
+    for op in case["workloadTemplate"]:
+        refused = _refused(op)
+        if refused:
+            return refused
     sized = sized_params(case, nodes)
     if isinstance(sized, str):
-        return sized
+        workloads = case.get("workloads", [])
+        sizes = sorted({n for w in workloads if (n := workload_nodes(w["name"]) or counted_nodes(case, w))})
+        return f"{sized} (kube's: {', '.join(map(str, sizes)) or 'none'} nodes)"
     workload, params = sized
-    folder = path.parent
     result = Plan(case["name"], workload, nodes)
-    for index, op in enumerate(case["workloadTemplate"]):
-        opcode = op["opcode"]
-        if opcode not in SUPPORTED_OPCODES:
-            return f"{opcode}: {REFUSED_OPCODES.get(opcode, 'not implemented')}"
-        allowed = {"createNodes": NODE_FIELDS, "createPods": POD_FIELDS, "createNamespaces": NAMESPACE_FIELDS}
-        extra = sorted(set(op) - allowed[opcode])
-        if extra:
-            return f"{opcode} with {', '.join(extra)} (not implemented)"
-        if opcode == "createNodes":
-            template = load_yaml(folder / op.get("nodeTemplatePath", "../templates/node-default.yaml"))
-            strategy = op.get("labelNodePrepareStrategy") or {}
-            result.ops.append(
-                NodesOp(
-                    _count(op, params),
-                    template,
-                    strategy.get("labelKey", ""),
-                    tuple(strategy.get("labelValues", ())),
-                )
-            )
-        elif opcode == "createNamespaces":
-            count = _count(op, params)
-            result.ops.append(NamespacesOp(tuple(f"{op['prefix']}-{i}" for i in range(count))))
-        else:
-            template_path = op.get("podTemplatePath") or case.get("defaultPodTemplatePath")
-            if template_path is None:
-                return "createPods without a pod template"
-            template = load_yaml(folder / template_path)
-            if "priority" in (template.get("spec") or {}):
-                # kube's test API server runs without Priority admission; ours would refuse
-                # the pod (a PriorityClass per value is not made here yet).
-                return f"{template_path}: spec.priority without a PriorityClass (not implemented)"
-            namespace = op.get("namespace", f"namespace-{index}")
-            result.ops.append(PodsOp(_count(op, params), namespace, template, bool(op.get("collectMetrics"))))
+    for index, op in enumerate(unrolled(case["workloadTemplate"], params)):
+        refused = _refused(op)
+        if refused:
+            return refused
+        parsed = PARSERS[op["opcode"]](op, Source(index, params, case, path.parent))
+        if isinstance(parsed, str):
+            return parsed
+        result.ops.append(parsed)
     if not result.measured_pods:
         return "no measured pods"
     return result
