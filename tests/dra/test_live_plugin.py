@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from kubernetes.client.exceptions import ApiException
 
 from scheduler.dra.catalog import CLAIMS, CLASSES, SLICES
 from scheduler.framework.profile import schedule_pod
@@ -204,6 +205,61 @@ def test_a_failed_write_gives_the_devices_back() -> None:
     assert state.dra.in_use() == set()
     binder.unreserve(first)  # after a failed PreBind: nothing left to give back
     assert len(api.calls) == 1
+
+
+def refusal(status: int, body: str) -> ApiException:
+    """What the official client raises for an answer that is not 2xx."""
+    error = ApiException(status=status, reason="refused")
+    error.body = body
+    return error
+
+
+IMMUTABLE = (
+    '{"kind":"Status","status":"Failure","message":"ResourceClaim.resource.k8s.io \\"c1\\" is invalid: '
+    'spec: Invalid value: ...: field is immutable","reason":"Invalid","code":422}'
+)
+
+
+# (the finalizer patch's refusal, whether the status is still written)
+FINALIZER_REFUSALS = [
+    ("spec re-encoded: immutable", refusal(422, IMMUTABLE), True),
+    ("another 422", refusal(422, '{"message":"metadata.finalizers: Invalid value"}'), False),
+    ("a conflict", refusal(409, '{"message":"field is immutable"}'), False),
+]
+
+
+@pytest.mark.parametrize(
+    ("refused", "written"),
+    [row[1:] for row in FINALIZER_REFUSALS],
+    ids=[row[0] for row in FINALIZER_REFUSALS],
+)
+def test_a_claim_that_cannot_be_patched_is_allocated_without_the_finalizer(
+    refused: ApiException, written: bool
+) -> None:
+    state, binder, api = binder_for([claim("c1", 1)])
+    recorded = api.patch
+
+    async def patch(
+        namespace: str, name: str, body: Mapping[str, Any], content_type: str, subresource: str
+    ) -> dict[str, Any]:
+        if not subresource:
+            raise refused
+        return await recorded(namespace, name, body, content_type, subresource)
+
+    binder.patch_claim = patch
+    first = cycle(state, pod("p1", "c1"), "node-1")
+    binder.reserve(first)
+    if written:
+        asyncio.run(binder.pre_bind(first))
+        ((name, body, _),) = api.calls
+        assert name == "c1/status"
+        assert body["metadata"]["resourceVersion"] == "10"  # the version Reserve saw
+        assert body["status"]["reservedFor"] == [{"resource": "pods", "name": "p1", "uid": "uid-p1"}]
+    else:
+        with pytest.raises(PreBindError, match="update claim default/c1"):
+            asyncio.run(binder.pre_bind(first))
+        assert api.calls == []
+        assert state.dra.in_use() == set()
 
 
 def test_unreserve_after_a_write_takes_the_pod_out_of_reserved_for() -> None:

@@ -219,3 +219,45 @@ def test_claims_are_allocated_as_kube_allocates_them(
         assert placed["share-a"] == placed["share-b"]
         assert len(listed["shared"]["status"]["reservedFor"]) == 2
         assert "status" not in listed["too-many"] or not listed["too-many"]["status"].get("allocation")
+
+
+def test_a_claim_a_json_patch_cannot_keep_is_allocated_without_the_finalizer(
+    dev_cluster: Any,
+    core: client.CoreV1Api,
+    resource: client.ResourceV1Api,
+    namespace: str,
+    devices: str,
+    tmp_path: Path,
+) -> None:
+    """Opaque parameters sent as Python's json writes them (``{"model": "x"}``, not
+    compact) are stored byte for byte; the API server then refuses every JSON patch of
+    the claim (``spec: ... field is immutable``), the finalizer's too. The claim is
+    still allocated and the pod bound, without kube's delete protection."""
+    spec = _request(devices, 1)
+    spec["devices"]["config"] = [
+        {"requests": ["gpu"], "opaque": {"driver": DRIVER, "parameters": {"model": "rl-test"}}}
+    ]
+    resource.create_namespaced_resource_claim(
+        namespace,
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "spaced"},
+            "spec": spec,
+        },
+    )
+    with running_scheduler(dev_cluster.kubeconfig, SCHEDULER, tmp_path) as scheduler:
+        create_pods(core, [_pod("spaced", namespace, claim="spaced")])
+        try:
+            wait_for(lambda: "spaced" in _nodes_of(core, namespace), 60, "the pod to bind")
+        except AssertionError:
+            raise AssertionError(scheduler.log()[-4000:]) from None
+        assert (
+            "metadata.finalizers: resource.kubernetes.io/delete-protection cannot be added" in scheduler.log()
+        )
+    claim = resource.api_client.sanitize_for_serialization(
+        resource.read_namespaced_resource_claim("spaced", namespace)
+    )
+    assert "resource.kubernetes.io/delete-protection" not in (claim["metadata"].get("finalizers") or [])
+    assert [c["name"] for c in claim["status"]["reservedFor"]] == ["spaced"]
+    assert len(claim["status"]["allocation"]["devices"]["results"]) == 1

@@ -208,13 +208,45 @@ class DraBinder:
             status["allocation"] = allocation_json(allocation)
             # kube's bindClaim adds the finalizer first (a strategic merge adds it to the
             # list), then writes the status at the version that answer has.
-            metadata = {"uid": current.uid, "resourceVersion": version, "finalizers": [FINALIZER]}
+            version = await self._protect(claim, current.uid, version)
+        patch = {"metadata": {"uid": current.uid, "resourceVersion": version}, "status": status}
+        return await self.patch_claim(claim.namespace, claim.name, patch, MERGE_PATCH, "status")
+
+    async def _protect(self, claim: ResourceClaim, uid: str, version: str) -> str:
+        """kube's finalizer on a claim this scheduler allocates; the resourceVersion to
+        write the status at. A claim whose spec a JSON patch cannot keep (see
+        ``spec_cannot_be_patched``) is written without it, with a warning."""
+        metadata = {"uid": uid, "resourceVersion": version, "finalizers": [FINALIZER]}
+        try:
             protected = await self.patch_claim(
                 claim.namespace, claim.name, {"metadata": metadata}, STRATEGIC_MERGE_PATCH, ""
             )
-            version = str((protected.get("metadata") or {}).get("resourceVersion") or "")
-        patch = {"metadata": {"uid": current.uid, "resourceVersion": version}, "status": status}
-        return await self.patch_claim(claim.namespace, claim.name, patch, MERGE_PATCH, "status")
+        except Exception as error:
+            if not spec_cannot_be_patched(error):
+                raise
+            log.warning(
+                "ResourceClaim %s: metadata.finalizers: %s cannot be added (the API server refuses "
+                "any JSON patch of this claim: spec: field is immutable; its opaque parameters were "
+                "stored as sent, not compact); allocating it without delete protection",
+                claim.key,
+                FINALIZER,
+            )
+            return version
+        return str((protected.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def spec_cannot_be_patched(error: BaseException) -> bool:
+    """The API server refused a metadata-only patch of a claim because the spec it
+    re-encoded differs from the one it stored: it keeps opaque parameters
+    (``RawExtension``) byte for byte as a client sent them, re-encodes them compactly
+    when it applies a JSON patch, and compares bytes (``spec: Invalid value ... field is
+    immutable``, HTTP 422). A claim (or its template) whose parameters arrived as
+    non-compact JSON, as Python's json writes them, is refused so. kube-scheduler adds
+    the finalizer with a protobuf Update, which keeps the bytes; the status subresource
+    is not affected."""
+    status = getattr(error, "status", None)
+    body = str(getattr(error, "body", "") or "")
+    return status == 422 and "spec" in body and "field is immutable" in body
 
 
 def api_patcher(api: KubeApi) -> PatchClaim:
