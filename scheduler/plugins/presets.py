@@ -5,7 +5,7 @@ of kube-scheduler's default plugins (``KUBE_DEFAULTS``).
 |----------------|-------------------------------------------------------------------|--------|
 | default        | kube's: TaintToleration 3, NodeAffinity 2, NodeResourcesFit 1     | random |
 |                | (LeastAllocated), PodTopologySpread 2, InterPodAffinity 2,        |        |
-|                | NodeResourcesBalancedAllocation 1                                 |        |
+|                | NodeResourcesBalancedAllocation 1, DynamicResources 2             |        |
 | most-allocated | as default, NodeResourcesFit with the MostAllocated strategy      | random |
 | random, dot-prod, gpu-clustering, gpu-packing, best-fit, fgd                       |        |
 |                | that FGD-paper policy, among the nodes the pod prefers most       | first  |
@@ -18,7 +18,8 @@ of kube-scheduler's default plugins (``KUBE_DEFAULTS``).
 |                | gnn exactly; ``scheduler.policy.lifetime_head``)                   |        |
 
 "The nodes the pod prefers most": the policy presets keep kube's preference scores
-(taints, node affinity, inter-pod affinity, topology spread, with kube's weights) and
+(taints, node affinity, inter-pod affinity, topology spread, DRA's firstAvailable
+alternatives, with kube's weights) and
 drop the resource scores; a policy plugin decides among the nodes the others rank
 highest (``scheduler.plugins.registry``). A pod that asks for nothing (every trace
 pod) leaves all feasible nodes to the policy. ``first`` takes the best node earliest
