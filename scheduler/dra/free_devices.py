@@ -33,17 +33,25 @@ def _selected(cls: DeviceClass, driver: str, device: Device) -> bool:
         return False
 
 
-def free_devices(
+@dataclass(frozen=True, slots=True)
+class NodeDevice:
+    """One device of a class on a node, as the allocator would see it."""
+
+    id: DeviceId
+    device: Device
+
+
+def node_devices(
     cls: DeviceClass,
     slices: Iterable[ResourceSlice],
     nodes: Mapping[str, Mapping[str, str]],
-    in_use: set[DeviceId],
-) -> dict[str, FreeDevices]:
-    """Per node name (``nodes``: name -> labels), the class' devices free and in all."""
+) -> dict[str, list[NodeDevice]]:
+    """Per node name (``nodes``: name -> labels), the class' devices there, in the
+    order of their pools and slices."""
     every = list(slices)
-    out: dict[str, FreeDevices] = {}
+    out: dict[str, list[NodeDevice]] = {}
     for node_name, labels in nodes.items():
-        free = total = 0
+        found: list[NodeDevice] = []
         for pool in gather_pools(every, node_name, labels):
             if pool.incomplete or pool.invalid_reason:
                 continue
@@ -55,7 +63,19 @@ def free_devices(
                         continue
                     if not _selected(cls, pool.driver, device):
                         continue
-                    total += 1
-                    free += (pool.driver, pool.name, device.name) not in in_use
-        out[node_name] = FreeDevices(free, total)
+                    found.append(NodeDevice((pool.driver, pool.name, device.name), device))
+        out[node_name] = found
     return out
+
+
+def free_devices(
+    cls: DeviceClass,
+    slices: Iterable[ResourceSlice],
+    nodes: Mapping[str, Mapping[str, str]],
+    in_use: set[DeviceId],
+) -> dict[str, FreeDevices]:
+    """Per node name (``nodes``: name -> labels), the class' devices free and in all."""
+    return {
+        name: FreeDevices(sum(d.id not in in_use for d in found), len(found))
+        for name, found in node_devices(cls, slices, nodes).items()
+    }

@@ -24,6 +24,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from scheduler.dra.gpu_view import scoring_pod
 from scheduler.framework.plugin import CycleContext, GpuSelector, ScorePlugin
 from scheduler.framework.profile import Profile, WeightedScore
 from scheduler.objects.pod import Pod
@@ -53,6 +54,7 @@ class GnnScore:
 
     def logits(self, state: ClusterState, pod: Pod, nodes: IntArray) -> FloatArray:
         """The scorer's quantised logits for placing ``pod`` on ``nodes``."""
+        pod = scoring_pod(state, pod)  # a DRA GPU pod as the GPUs it claims
         return round_to_step(self.cached.logits(state, pod, nodes), self.config.score_step)
 
     def score(self, ctx: CycleContext, nodes: IntArray) -> IntArray:

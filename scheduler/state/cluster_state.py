@@ -116,6 +116,12 @@ class ClusterState:
         self.volumes = VolumeCatalog()
         # DRA's DeviceClasses, ResourceSlices and ResourceClaims (empty in trace replays).
         self.dra = DraCatalog()
+        # DeviceClasses whose devices are whole GPUs (``scheduler.dra.gpu_view``): a node
+        # without device-plugin GPUs shows its devices of these classes as its GPU rows.
+        # Empty: DRA devices are no GPUs to the scores.
+        self.dra_gpu_classes: frozenset[str] = frozenset()
+        # Per node name, the DRA GPUs its rows show: (model, free per GPU).
+        self.dra_gpus: dict[str, tuple[str, tuple[bool, ...]]] = {}
         # Bumped when nodes are added or removed or their labels/taints change.
         self.topology_version = 0
         self._size = 0
@@ -236,6 +242,11 @@ class ClusterState:
         gpus_changed = node.gpus != old.gpus or node.gpu_sharing != old.gpu_sharing
         if gpus_changed:
             self._rebuild_gpus(i, old.gpus)
+        if node.name in self.dra_gpus:
+            if node.gpus:
+                del self.dra_gpus[node.name]  # device-plugin GPUs come first
+            else:
+                self._write_dra_gpus(i)
         if (
             gpus_changed
             or node.labels != old.labels
@@ -287,6 +298,7 @@ class ClusterState:
     def remove_node(self, name: str) -> list[Pod]:
         """Drop a node; returns the pods that were on it (they are no longer placed)."""
         i = self.node_index.pop(name)
+        self.dra_gpus.pop(name, None)
         orphans = list(self.pods_on_node[i].values())
         for pod in orphans:
             del self.placements[pod.key]
@@ -311,6 +323,43 @@ class ClusterState:
         self._size -= 1
         self.topology_version += 1
         return orphans
+
+    def set_dra_gpus(self, name: str, model: str, free: tuple[bool, ...]) -> bool:
+        """Node ``name``'s GPUs from DRA: ``free[k]`` whether its k-th is free (none: it
+        has none), all of type ``model``. Ignored on a node with device-plugin GPUs.
+        True when its rows changed (its version moves, so cached scores are redone)."""
+        i = self.node_index.get(name)
+        if i is None or self.nodes[i].gpus:
+            return False
+        view = (model, free[:MAX_GPUS_PER_NODE])
+        if self.dra_gpus.get(name, ("", ())) == view:
+            return False
+        if view[1]:
+            self.dra_gpus[name] = view
+        else:
+            self.dra_gpus.pop(name, None)
+        self._write_dra_gpus(i)
+        return True
+
+    def _write_dra_gpus(self, i: int) -> None:
+        """Node ``i``'s GPU rows from ``dra_gpus``: whole GPUs, free or taken."""
+        model, free = self.dra_gpus.get(self.nodes[i].name, ("", ()))
+        for array in (
+            self._gpu_free_milli,
+            self._gpu_memory,
+            self._gpu_free_memory,
+            self._gpu_slots,
+            self._gpu_free_slots,
+        ):
+            array[i] = 0
+        count = len(free)
+        self._gpu_count[i] = count
+        self._gpu_sharing[i] = False
+        self._gpu_model_id[i] = self._model_id(model) if count else -1
+        self._gpu_free_milli[i, :count] = [MILLI_PER_GPU if f else 0 for f in free]
+        self._gpu_slots[i, :count] = 1
+        self._gpu_free_slots[i, :count] = [int(f) for f in free]
+        self._touch(i)
 
     # ---- pods --------------------------------------------------------------------
 

@@ -261,3 +261,51 @@ def test_a_claim_a_json_patch_cannot_keep_is_allocated_without_the_finalizer(
     assert "resource.kubernetes.io/delete-protection" not in (claim["metadata"].get("finalizers") or [])
     assert [c["name"] for c in claim["status"]["reservedFor"]] == ["spaced"]
     assert len(claim["status"]["allocation"]["devices"]["results"]) == 1
+
+
+def test_fgd_scores_gpus_from_resource_slices(
+    dev_cluster: Any,
+    core: client.CoreV1Api,
+    resource: client.ResourceV1Api,
+    namespace: str,
+    devices: str,
+    tmp_path: Path,
+) -> None:
+    """The class's devices are GPUs to FGD (``dra_gpu_classes``): dra-node-1 has 24 of
+    its 32 cores taken, so its three free GPUs are stranded for the typical GPU pods, and
+    FGD (59 there against 53 on dra-node-0, with the default trace's typical pods: the
+    same state built in a unit test gives these) sends a one-GPU DRA pod of 4 cores
+    there. Without the view the pod looks CPU-only and both nodes score 50."""
+    hog = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "hog", "namespace": namespace},
+        "spec": {
+            "nodeName": "dra-node-1",
+            "containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "24"}}}],
+        },
+    }
+    core.create_namespaced_pod(namespace, hog)
+    resource.create_namespaced_resource_claim(
+        namespace,
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": "one"},
+            "spec": _request(devices, 1),
+        },
+    )
+    pod = _pod("one", namespace, claim="one")
+    pod["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "4"}
+    env = {"RL_SCHEDULER_PROFILE": "fgd", "RL_SCHEDULER_DRA_GPU_CLASSES": f'["{devices}"]'}
+    with running_scheduler(dev_cluster.kubeconfig, SCHEDULER, tmp_path, env=env) as scheduler:
+        create_pods(core, [pod])
+        try:
+            wait_for(lambda: "one" in _nodes_of(core, namespace), 60, "the pod to bind")
+        except AssertionError:
+            raise AssertionError(scheduler.log()[-4000:]) from None
+    assert _nodes_of(core, namespace)["one"] == "dra-node-1"
+    claim = resource.api_client.sanitize_for_serialization(
+        resource.read_namespaced_resource_claim("one", namespace)
+    )
+    assert [r["pool"] for r in claim["status"]["allocation"]["devices"]["results"]] == ["dra-node-1"]

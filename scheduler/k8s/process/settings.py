@@ -215,6 +215,11 @@ class Settings(BaseSettings):
     experience_max_mb: int = Field(
         256, ge=1, description="size cap of the experience log (oldest segments go)"
     )
+    dra_gpu_classes: list[str] = Field(
+        ["gpu.nvidia.com"],
+        description="DeviceClasses whose DRA devices are whole GPUs: the GPU scores (FGD, the policy) "
+        "count them as a node's GPUs and a claim for them as a GPU request",
+    )
     typical_pods_trace: str = Field("default", description="openb trace whose mix seeds FGD's typical pods")
     typical_pods_window: int = Field(
         5000, ge=0, description="recent pod arrivals FGD's typical pods follow; 0: fixed"

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from scheduler.dra.gpu_view import sync_dra_gpus
 from scheduler.errors import SchedulerInputError
 from scheduler.k8s.client.unreadable import Skipped, log_unreadable
 from scheduler.objects.node_manifest import node_from_manifest
@@ -154,6 +155,7 @@ class SchedulerCache:
                 for pod in orphans:
                     self.assumed.discard(pod.key)
                 self._node_fingerprints.pop(name, None)
+                sync_dra_gpus(self.state, (name,))
             return False
         self.seen_nodes[name] = self.clock()
         spec, status = manifest.get("spec") or {}, manifest.get("status") or {}
@@ -182,9 +184,20 @@ class SchedulerCache:
             log.warning("node %s: GPUs not used: %s", name, node.gpu_problem)
         self._node_fingerprints[name] = fingerprint
         self.state.add_node(node)
+        sync_dra_gpus(self.state, (name,))  # its GPUs from ResourceSlices, if it has no others
         for pod, bound in self._waiting_for_node.pop(name, {}).values():
             self._place(pod, name, bound)
         return True
+
+    # ---- DRA ------------------------------------------------------------------
+
+    def on_dra(self, plural: str, event_type: str, manifest: Mapping[str, Any]) -> bool:
+        """Apply a DeviceClass, ResourceSlice or ResourceClaim event to the catalog (raises
+        as ``DraCatalog.apply`` does); nodes' GPUs from DRA follow. True when it changed."""
+        try:
+            return self.state.dra.apply(plural, event_type, manifest)
+        finally:
+            sync_dra_gpus(self.state)
 
     def _gpu_problem(self, name: str) -> str:
         return self.state.nodes[self.state.node_index[name]].gpu_problem
@@ -391,6 +404,7 @@ class SchedulerCache:
         for key in gone_pods:
             namespace, _, name = key.partition("/")
             self.on_pod("DELETED", {"metadata": {"namespace": namespace, "name": name}})
+        sync_dra_gpus(self.state)  # after the listings of DRA objects
         return gone_pods
 
     # ---- our own decisions ----------------------------------------------------

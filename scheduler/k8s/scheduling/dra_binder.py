@@ -30,6 +30,7 @@ from kubernetes import client
 
 from scheduler.dra.allocator import ClaimAllocation
 from scheduler.dra.catalog import ClaimLookupError, DraCatalog
+from scheduler.dra.gpu_view import sync_dra_gpus
 from scheduler.dra.node_filter import filter_node
 from scheduler.dra.objects import Allocation, DraObjectError, ResourceClaim
 from scheduler.k8s.client.api import MERGE_PATCH, KubeApi
@@ -135,6 +136,7 @@ class DraBinder:
         for claim, allocation in zip(pending, decision.allocations, strict=True):
             held.allocations[claim.key] = allocation
             self.catalog.assume(allocated(claim, allocation))
+        sync_dra_gpus(self.state)  # the node's DRA GPUs are taken for the next pod's scores
 
     def unreserve(self, cycle: BindingCycle) -> None:
         held = cycle.held.pop(self.name, None)
@@ -142,6 +144,7 @@ class DraBinder:
             return
         for key in held.allocations:
             self.catalog.forget(key)
+        sync_dra_gpus(self.state)
         if held.written:
             # Bind failed after PreBind wrote: the pod leaves reservedFor, in the background.
             task = asyncio.get_running_loop().create_task(self.release(cycle, held))
@@ -163,6 +166,7 @@ class DraBinder:
                     claim.namespace, claim.name, patch, STRATEGIC_MERGE_PATCH, "status"
                 )
                 self.catalog.written(answer)
+                sync_dra_gpus(self.state)
             except Exception as error:  # logged; the claim keeps the pod until the controller cleans up
                 log.warning("unreserving claim %s for pod %s: %s", claim.key, cycle.pod.key, error)
 
@@ -180,6 +184,7 @@ class DraBinder:
             except Exception as error:
                 for key in held.allocations:
                     self.catalog.forget(key)
+                sync_dra_gpus(self.state)
                 cycle.held.pop(self.name, None)
                 await self.release(cycle, held)
                 raise PreBindError(
@@ -188,6 +193,7 @@ class DraBinder:
             if answer is not None:
                 held.written.append(claim.key)
                 self.catalog.written(answer)
+                sync_dra_gpus(self.state)
                 log.info("claim %s reserved for pod %s on %s", claim.key, pod.key, cycle.node)
 
     async def _write(

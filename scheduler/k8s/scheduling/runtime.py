@@ -76,6 +76,7 @@ class SchedulerRuntime:
         self.metrics = metrics
         self.policy = policy
         self.cache = SchedulerCache(policy.scheduler_names, unreadable=self.skip_unreadable)
+        self.cache.state.dra_gpu_classes = frozenset(settings.dra_gpu_classes)
         self.queue = SchedulingQueue()
         self.reporter = Reporter(api)
         self.leading = asyncio.Event()
@@ -146,7 +147,7 @@ class SchedulerRuntime:
 
     def on_dra_event(self, kind: DraKind, event_type: str, manifest: Mapping[str, Any]) -> None:
         with skipping(kind.kind, manifest, self.skip_unreadable):
-            if self.cache.state.dra.apply(kind.plural, event_type, manifest):
+            if self.cache.on_dra(kind.plural, event_type, manifest):
                 self._cluster_changed(f"{kind.kind}Change")
 
     def on_pod_event(self, event_type: str, manifest: Mapping[str, Any]) -> None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from scheduler.dra.gpu_view import scoring_pod
 from scheduler.framework.plugin import CycleContext
 from scheduler.plugins.scores.fgd_common import cpu_left
 from scheduler.plugins.scores.gpu_choice import exclusive_gpus, taken_fullest_first
@@ -145,7 +146,8 @@ class FgdScore:
         return sigmoid_score(before, after)
 
     def score(self, ctx: CycleContext, nodes: IntArray) -> IntArray:
-        return self._refresh(ctx.state, pod_shape(ctx.pod), ctx.pod.gpu, nodes).score[nodes]
+        pod = scoring_pod(ctx.state, ctx.pod)  # a DRA GPU pod as the GPUs it claims
+        return self._refresh(ctx.state, pod_shape(pod), pod.gpu, nodes).score[nodes]
 
     def select_gpus(self, ctx: CycleContext, node: int) -> tuple[int, ...]:
         shape = pod_shape(ctx.pod)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from scheduler.dra.gpu_view import scoring_pod
 from scheduler.framework.plugin import CycleContext
 from scheduler.objects.pod import Pod
 from scheduler.plugins.args import PluginArgs
@@ -92,6 +93,7 @@ class ReserveScore:
         """FGD's integer score (its plugin's, cached per pod shape and node version) plus
         the correction: computed without the policy's pair features, the network's
         inputs, which cost several times as much."""
+        pod = scoring_pod(state, pod)  # a DRA GPU pod as the GPUs it claims
         fgd = self.fgd.score(CycleContext(state, pod), nodes)
         values: npt.NDArray[np.float64] = fgd + self.residual(state, pod, nodes)
         return values
