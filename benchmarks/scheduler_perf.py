@@ -10,7 +10,8 @@ Kubernetes module, read in place) run against kube-scheduler and rl-scheduler pr
 For each node count and test case (sized as ``scheduler_perf_plan`` says; ``--list``
 prints the plans and the skipped cases with why): it makes the nodes from the case's
 node template (KWOK nodes, no other labels but the hostname and KWOK's), the namespaces,
-PriorityClasses and ``createAny`` objects, and the init pods, which a kube-scheduler
+PriorityClasses, the DRA driver's ResourceSlices, ``createAny`` objects and the claims
+the harness allocates (``scheduler_perf_dra``), and the init pods, which a kube-scheduler
 started for them places (as kube's harness does; ``scheduler_perf_objects``); then, per
 round and scheduler (interleaved), it creates the background pods (``skipWaitToCompletion``)
 and the measured pods while nothing schedules them (the measured ones after a ``barrier``
@@ -18,7 +19,8 @@ once the scheduler has passed it), starts the scheduler under test with the case
 ``deletePods`` and ``churn`` (``scheduler_perf_background``) and reports pods/s between
 the first and the last bind its watch saw ((bound - 1) / span), the pods bound, why the
 others are pending (their PodScheduled condition), and every hard constraint broken over
-all the case's pods (``scheduler_perf_checks``, ``_fit``, ``_volume_checks``). The run's
+all the case's pods (``scheduler_perf_checks``, ``_fit``, ``_volume_checks``,
+``_claim_checks``). The run's
 pods are then deleted; the init pods stay for the next run unless the run may have
 removed some (preemption, deletions, churn). Tables (``scheduler_perf_report``): medians
 over rounds, lowest and highest pods/s, and x kube = median / kube-scheduler's median;
@@ -42,6 +44,16 @@ from kubernetes.client.exceptions import ApiException
 from null_binder import raw_list, raw_watch
 from scheduler_perf_background import RunActivity, wait_barrier
 from scheduler_perf_checks import broken_constraints
+from scheduler_perf_claim_checks import broken_claim_constraints
+from scheduler_perf_dra import (
+    allocate_claims,
+    delete_claims,
+    dra_objects,
+    driver_nodes,
+    replace_slices,
+    resource_slice,
+    wait_claims_released,
+)
 from scheduler_perf_fit import broken_fit
 from scheduler_perf_objects import (
     PERF_LABEL,
@@ -56,7 +68,17 @@ from scheduler_perf_objects import (
     perf_nodes,
     pod_objects,
 )
-from scheduler_perf_ops import AnyOp, ChurnOp, DeletePodsOp, NamespacesOp, NodesOp, Plan, PodsOp
+from scheduler_perf_ops import (
+    AllocClaimsOp,
+    AnyOp,
+    ChurnOp,
+    DeletePodsOp,
+    NamespacesOp,
+    NodesOp,
+    Plan,
+    PodsOp,
+    ResourceDriverOp,
+)
 from scheduler_perf_plan import plan, test_cases
 from scheduler_perf_report import pending_reasons, table
 from scheduler_perf_volume_checks import broken_volume_constraints
@@ -166,6 +188,18 @@ class CaseCluster:
     nodes: list[dict[str, Any]]
     namespace_labels: dict[str, dict[str, str]]
 
+    @property
+    def uses_claims(self) -> bool:
+        """Whether the case makes DRA claims or claim templates."""
+        return any(isinstance(op, AnyOp) and op.resource.startswith("resourceclaim") for op in self.plan.ops)
+
+    @property
+    def pod_namespaces(self) -> set[str]:
+        """The namespaces of the measured and background pods."""
+        return {
+            op.namespace for op in self.plan.ops if isinstance(op, PodsOp) and (op.measured or op.background)
+        }
+
 
 def run_pods(the_plan: Plan, run: str, scheduler_name: str) -> tuple[list[PodObjects], list[PodObjects]]:
     """A run's measured pods, and its background ones (``skipWaitToCompletion``)."""
@@ -190,6 +224,8 @@ def measure(shared: CaseCluster, args: argparse.Namespace, result: RunResult) ->
     watcher = AnyNamespaceBindWatcher(core, f"{PERF_LABEL}={run},!{ROLE_LABEL}")
     print(f"  {result.scheduler} round {result.round}: ", end="", flush=True)
     try:
+        if shared.uses_claims:  # the last run's claims deallocated (shared ones) or deleted (from templates)
+            wait_claims_released(client.ResourceV1Api(core.api_client), shared.pod_namespaces, 120)
         create_all(core, background)
         if not the_plan.barrier_stage:  # made before the scheduler starts, so creation does not pace it
             create_all(core, pods)
@@ -245,6 +281,33 @@ def check(shared: CaseCluster, run: str, result: RunResult) -> None:
     result.broken += broken_fit(mine, nodes)
     claims, volumes, csi_nodes = storage_objects(core, PERF_LABEL)
     result.broken += broken_volume_constraints(mine, nodes, claims, volumes, csi_nodes)
+    if shared.uses_claims:
+        resource_claims, classes, slices = dra_objects(client.ResourceV1Api(core.api_client))
+        result.broken += broken_claim_constraints(mine, nodes, resource_claims, classes, slices)
+
+
+def make_dra_objects(core: client.CoreV1Api, the_plan: Plan, nodes: list[NodesOp]) -> None:
+    """In the case's order: the driver's ResourceSlices (those of an earlier case
+    replaced), ``createAny``'s objects (DRA claims of an earlier run deleted first) and
+    ``allocResourceClaims``."""
+    resource = client.ResourceV1Api(core.api_client)
+    slices = [
+        resource_slice(op.driver, node, op.max_claims, {PERF_LABEL: "driver"})
+        for op in the_plan.ops
+        if isinstance(op, ResourceDriverOp)
+        for node in driver_nodes(nodes, op.nodes)
+    ]
+    replace_slices(resource, slices, f"{PERF_LABEL}=driver", 60)
+    claimed = {
+        op.namespace for op in the_plan.ops if isinstance(op, AnyOp) and op.resource == "resourceclaims"
+    }
+    delete_claims(resource, sorted(claimed), 120)
+    for op in the_plan.ops:
+        if isinstance(op, AnyOp):
+            create_any(core, op)
+        elif isinstance(op, AllocClaimsOp):
+            allocated = allocate_claims(resource, op.namespace)
+            print(f"  {allocated} claims allocated by the harness", flush=True)
 
 
 def run_case(
@@ -262,10 +325,8 @@ def run_case(
     }
     ensure_namespaces(core, kubeconfig, named, others)
     namespaces = {ns for op in named for ns in op.names} | others
-    for op in the_plan.ops:
-        if isinstance(op, AnyOp):
-            create_any(core, op)
     delete_run_pods(core, namespaces, PERF_LABEL)
+    make_dra_objects(core, the_plan, nodes)
     init = [
         pod_objects(op, i, f"init-{index}-{i}", INIT_SCHEDULER, "init")
         for index, op in enumerate(the_plan.ops)

@@ -16,6 +16,7 @@ import copy
 import json
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,7 +103,8 @@ def pod_manifest(template: dict[str, Any], name: str, scheduler_name: str, run: 
         ]
     for container in pod["spec"].get("containers") or []:  # YAML reads ``cpu: 9`` as a number
         for kind, amounts in (container.get("resources") or {}).items():
-            container["resources"][kind] = {name: str(value) for name, value in (amounts or {}).items()}
+            if kind in ("requests", "limits"):  # not ``claims``, a list of DRA claim names
+                container["resources"][kind] = {name: str(value) for name, value in (amounts or {}).items()}
     if "priority" in pod["spec"]:
         pod["spec"]["priorityClassName"] = priority_class_name(int(pod["spec"]["priority"]))
     return pod
@@ -241,11 +243,21 @@ def ensure_namespaces(
 
 
 def create_any(core: client.CoreV1Api, op: AnyOp) -> None:
-    """``createAny``'s objects (the kinds of ``ANY_KINDS``); one that exists is kept."""
-    creators = {"services": core.create_namespaced_service}
+    """``createAny``'s objects (the kinds of ``ANY_KINDS``); one that exists is kept (DRA
+    claims are deleted beforehand, ``scheduler_perf_dra.delete_claims``)."""
+    resource = client.ResourceV1Api(core.api_client)
+    creators: dict[str, Callable[..., Any]] = {
+        "services": core.create_namespaced_service,
+        "resourceclaims": resource.create_namespaced_resource_claim,
+        "resourceclaimtemplates": resource.create_namespaced_resource_claim_template,
+        "deviceclasses": resource.create_device_class,
+    }
     for manifest in op.manifests:
         try:
-            creators[op.resource](op.namespace, kube.body(manifest))
+            if op.namespace:
+                creators[op.resource](op.namespace, kube.body(manifest))
+            else:
+                creators[op.resource](kube.body(manifest))
         except ApiException as error:
             if error.status != 409:
                 raise

@@ -83,14 +83,44 @@ class ChurnOp:
     templates: tuple[dict[str, Any], ...]
 
 
+@dataclass(frozen=True)
+class ResourceDriverOp:
+    """``createResourceDriver``: a ResourceSlice of ``max_claims`` devices of ``driver`` for
+    each node whose kube name (its template's ``generateName``, or ``name``) matches
+    ``nodes``, a glob (``scheduler_perf_dra``)."""
+
+    driver: str
+    max_claims: int
+    nodes: str
+
+
+@dataclass(frozen=True)
+class AllocClaimsOp:
+    """``allocResourceClaims``: the namespace's claims allocated by the harness itself, one
+    at a time, each on a node picked at random among those with a free device."""
+
+    namespace: str
+
+
+Op = (
+    NodesOp
+    | NamespacesOp
+    | PodsOp
+    | AnyOp
+    | BarrierOp
+    | DeletePodsOp
+    | ChurnOp
+    | ResourceDriverOp
+    | AllocClaimsOp
+)
+
+
 @dataclass
 class Plan:
     case: str
     workload: str  # the kube workload it was sized from
     nodes: int
-    ops: list[NodesOp | NamespacesOp | PodsOp | AnyOp | BarrierOp | DeletePodsOp | ChurnOp] = field(
-        default_factory=list
-    )
+    ops: list[Op] = field(default_factory=list)
 
     @property
     def measured_pods(self) -> int:

@@ -23,13 +23,24 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from scheduler_perf_ops import AnyOp, BarrierOp, ChurnOp, DeletePodsOp, NamespacesOp, NodesOp, Plan, PodsOp
+from scheduler_perf_dra import DRA_EXTENDED, refused_dra_object
+from scheduler_perf_ops import (
+    AllocClaimsOp,
+    AnyOp,
+    BarrierOp,
+    ChurnOp,
+    DeletePodsOp,
+    NamespacesOp,
+    NodesOp,
+    Op,
+    Plan,
+    PodsOp,
+    ResourceDriverOp,
+)
 from scheduler_perf_source import load_yaml, scheduler_perf_dir
 
 # Opcodes this benchmark does not perform (any opcode without a parser skips the test case).
 REFUSED_OPCODES = {
-    "createResourceDriver": "DRA test driver (ResourceSlices published by kube's in-process driver)",
-    "allocResourceClaims": "DRA claims allocated by the harness itself",
     "startCollectingMetrics": "event-handling metric windows (not implemented yet)",
     "stopCollectingMetrics": "event-handling metric windows (not implemented yet)",
     "updateAny": "object updates while scheduling (not implemented yet)",
@@ -70,11 +81,25 @@ FIELDS = {
     "barrier": frozenset({"opcode", "stageRequirement"}),
     "deletePods": frozenset({"opcode", "namespace", "deletePodsPerSecond", "skipWaitToCompletion"}),
     "churn": frozenset({"opcode", "mode", "number", "intervalMilliseconds", "namespace", "templatePaths"}),
+    "createResourceDriver": frozenset(
+        {"opcode", "driverName", "nodes", "maxClaimsPerNode", "maxClaimsPerNodeParam"}
+    ),
+    "allocResourceClaims": frozenset({"opcode", "namespace"}),
 }
 # churn: the kinds it creates and deletes.
 CHURN_KINDS = frozenset({("v1", "Pod"), ("v1", "Service"), ("v1", "Node")})
 # createAny: the kinds this benchmark creates, as (apiVersion, kind) -> (resource, namespaced).
-ANY_KINDS = {("v1", "Service"): ("services", True)}
+ANY_KINDS = {
+    ("v1", "Service"): ("services", True),
+    ("resource.k8s.io/v1", "DeviceClass"): ("deviceclasses", False),
+    ("resource.k8s.io/v1", "ResourceClaim"): ("resourceclaims", True),
+    ("resource.k8s.io/v1", "ResourceClaimTemplate"): ("resourceclaimtemplates", True),
+}
+# Parameters of a DRA case that are per node, not scaled with the node count.
+PER_NODE_PARAMS = frozenset({"maxClaimsPerNode"})
+# kube's text/template actions this benchmark fills in: ``{{.Index}}``, ``{{.Count}}``,
+# ``{{DivideInt .Index N}}`` and ``{{Mod .Index N}}`` (kube's template functions).
+TEMPLATE_ACTION = re.compile(r"\{\{\s*(?:\.(Index|Count)|(DivideInt|Mod)\s+\.Index\s+(\d+))\s*\}\}")
 BASE_NODES = 500
 
 
@@ -128,8 +153,13 @@ def sized_params(case: dict[str, Any], nodes: int) -> tuple[str, dict[str, Any]]
     base = by_nodes[base_nodes]
     params = dict(base.get("params", {}))
     scale = nodes / base_nodes
+    # kube sizes its DRA cases so that init and measured pods use the nodes' devices up
+    # (maxClaimsPerNode a node): their measured pods scale with the nodes too
+    devices = any(op["opcode"] == "createResourceDriver" for op in case.get("workloadTemplate") or [])
     for key, value in params.items():
-        if (key != "measurePods" or base_nodes != BASE_NODES) and isinstance(value, int):
+        if key in PER_NODE_PARAMS or not isinstance(value, int) or isinstance(value, bool):
+            continue
+        if key != "measurePods" or base_nodes != BASE_NODES or devices:
             params[key] = round(value * scale)
     return base["name"], params
 
@@ -173,35 +203,41 @@ def unrolled(ops: list[dict[str, Any]], params: dict[str, Any]) -> list[dict[str
     return flat
 
 
+def fill(text: str, index: int, count: int) -> str:
+    """``text`` with kube's template actions (``TEMPLATE_ACTION``) filled in for object
+    ``index`` of ``count``; other actions are left as they are."""
+
+    def value(match: re.Match[str]) -> str:
+        field_, function, operand = match.groups()
+        if field_:
+            return str(index if field_ == "Index" else count)
+        return str(index // int(operand) if function == "DivideInt" else index % int(operand))
+
+    return TEMPLATE_ACTION.sub(value, text) if "{{" in text else text
+
+
 def indexed(template: dict[str, Any], path: str) -> dict[str, Any] | str:
-    """A node or pod template, or why not: kube renders them with text/template, with
-    ``{{.Index}}`` and ``{{.Count}}`` (``scheduler_perf_objects.instance`` fills them in);
-    any other template action is refused."""
-    text = json.dumps(template).replace("{{.Index}}", "").replace("{{.Count}}", "")
-    if "{{" in text:
+    """A node or pod template, or why not: kube renders them with text/template
+    (``scheduler_perf_objects.instance`` fills in ``TEMPLATE_ACTION``); any other template
+    action is refused."""
+    if "{{" in TEMPLATE_ACTION.sub("", json.dumps(template)):
         return f"{path}: a text/template this benchmark does not render"
     return template
 
 
 def instance(template: dict[str, Any], index: int, count: int) -> dict[str, Any]:
-    """The template of object ``index`` of ``count`` (kube's ``{{.Index}}``, ``{{.Count}}``)."""
-    text = json.dumps(template)
-    if "{{" in text:
-        text = text.replace("{{.Index}}", str(index)).replace("{{.Count}}", str(count))
-    rendered: dict[str, Any] = json.loads(text)
+    """The template of object ``index`` of ``count``."""
+    rendered: dict[str, Any] = json.loads(fill(json.dumps(template), index, count))
     return rendered
 
 
 def render(path: Path, index: int, count: int) -> dict[str, Any] | str:
-    """A ``createAny`` template with kube's ``{{.Index}}`` and ``{{.Count}}``, or why not."""
-    text = path.read_text().replace("{{.Index}}", str(index)).replace("{{.Count}}", str(count))
+    """A ``createAny`` template filled in for object ``index`` of ``count``, or why not."""
+    text = fill(path.read_text(), index, count)
     if "{{" in text:
         return f"{path.name}: a text/template this benchmark does not render"
     manifest: dict[str, Any] = yaml.safe_load(text)
     return manifest
-
-
-Op = NodesOp | NamespacesOp | PodsOp | AnyOp | BarrierOp | DeletePodsOp | ChurnOp
 
 
 @dataclass(frozen=True)
@@ -216,7 +252,9 @@ class Source:
 
 
 def nodes_op(op: dict[str, Any], source: Source) -> NodesOp | str:
-    template_path = op.get("nodeTemplatePath", "../templates/node-default.yaml")
+    # kube's base node (``makeBaseNode``) is templates/node-default.yaml, from any folder
+    default = scheduler_perf_dir() / "templates" / "node-default.yaml"
+    template_path = op.get("nodeTemplatePath", str(default))
     template = indexed(load_yaml(source.folder / template_path), template_path)
     if isinstance(template, str):
         return template
@@ -248,6 +286,9 @@ def pods_op(op: dict[str, Any], source: Source) -> PodsOp | str:
     )
     if isinstance(template, str):
         return template
+    implicit = implicit_extended_resources(template)
+    if implicit:
+        return f"{template_path}: {implicit[0]}: {DRA_EXTENDED}"
     volume_path = op.get("persistentVolumeTemplatePath")
     claim_path = op.get("persistentVolumeClaimTemplatePath")
     if bool(volume_path) != bool(claim_path):
@@ -266,15 +307,20 @@ def pods_op(op: dict[str, Any], source: Source) -> PodsOp | str:
 def any_op(op: dict[str, Any], source: Source) -> AnyOp | str:
     count = _count(op, source.params) if ("count" in op or "countParam" in op) else 1
     manifests = []
-    for index in range(count):
+    kind = ("", "")
+    for index in range(max(count, 1)):  # the first one read even for none, for its kind
         manifest = render(source.folder / op["templatePath"], index, count)
         if isinstance(manifest, str):
             return manifest
         kind = (manifest.get("apiVersion", ""), manifest.get("kind", ""))
+        if kind[0].startswith("resource.k8s.io/"):
+            refused = refused_dra_object(manifest)
+            if refused:
+                return f"createAny of {kind[1]} {op['templatePath']}: {refused}"
         if kind not in ANY_KINDS:
-            if kind[0].startswith("resource.k8s.io/"):
-                return f"createAny of {kind[1]}: DRA objects (kube's in-process test driver serves them)"
             return f"createAny of {kind[0]} {kind[1]} (not implemented)"
+        if index >= count:
+            break
         metadata = manifest.setdefault("metadata", {})
         if "name" not in metadata:  # a fixed name: a rerun finds it there
             metadata["name"] = f"{metadata.pop('generateName', 'perf-')}{index}"
@@ -311,6 +357,49 @@ def churn_op(op: dict[str, Any], source: Source) -> ChurnOp | str:
     )
 
 
+def resource_driver_op(op: dict[str, Any], source: Source) -> ResourceDriverOp:
+    if "maxClaimsPerNodeParam" in op:
+        max_claims = int(source.params[op["maxClaimsPerNodeParam"].lstrip("$")])
+    else:
+        max_claims = int(op.get("maxClaimsPerNode", 0))
+    return ResourceDriverOp(op["driverName"], max_claims, op["nodes"])
+
+
+def alloc_claims_op(op: dict[str, Any], _source: Source) -> AllocClaimsOp:
+    return AllocClaimsOp(op.get("namespace") or "")
+
+
+def implicit_extended_resources(template: dict[str, Any]) -> list[str]:
+    """The DeviceClass extended resources (``deviceclass.resource.kubernetes.io/<class>``)
+    a pod template asks for."""
+    return sorted(
+        str(name)
+        for container in (template.get("spec") or {}).get("containers") or []
+        for name in ((container.get("resources") or {}).get("requests") or {})
+        if str(name).startswith("deviceclass.resource.kubernetes.io/")
+    )
+
+
+def refused_feature(case: dict[str, Any], folder: Path) -> str:
+    """A DRA feature the case uses that rl-scheduler does not implement ("" if none),
+    named before any operation this benchmark does not perform."""
+    for op in case["workloadTemplate"]:
+        if op["opcode"] == "createAny":
+            manifest = render(folder / op["templatePath"], 0, 1)
+            if isinstance(manifest, dict) and str(manifest.get("apiVersion", "")).startswith(
+                "resource.k8s.io/"
+            ):
+                refused = refused_dra_object(manifest, versions=False)
+                if refused:
+                    return f"createAny of {manifest.get('kind')} {op['templatePath']}: {refused}"
+        if op["opcode"] == "createPods" and op.get("podTemplatePath"):
+            pod = render(folder / op["podTemplatePath"], 0, 1)
+            implicit = implicit_extended_resources(pod) if isinstance(pod, dict) else []
+            if implicit:
+                return f"{op['podTemplatePath']}: {implicit[0]}: {DRA_EXTENDED}"
+    return ""
+
+
 def _refused(op: dict[str, Any]) -> str:
     """Why this benchmark does not perform ``op`` ("" when it does)."""
     opcode = op["opcode"]
@@ -330,6 +419,8 @@ PARSERS: dict[str, Callable[[dict[str, Any], Source], Op | str]] = {
     "barrier": barrier_op,
     "deletePods": delete_pods_op,
     "churn": churn_op,
+    "createResourceDriver": resource_driver_op,
+    "allocResourceClaims": alloc_claims_op,
 }
 
 
@@ -338,6 +429,9 @@ def plan(path: Path, case: dict[str, Any], nodes: int) -> Plan | str:
     benchmark does not perform before a size it has no workload for)."""
     if case["name"] in GO_SETUP:
         return GO_SETUP[case["name"]]
+    feature = refused_feature(case, path.parent)
+    if feature:
+        return feature
     for op in case["workloadTemplate"]:
         refused = _refused(op)
         if refused:

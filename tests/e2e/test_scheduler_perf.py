@@ -1,23 +1,32 @@
 """scheduler_perf on the local control plane at kube's smallest sizes (its 5Nodes
-workloads; 10 or 1 node for the cases that have no 5Nodes one): every measured pod bound
-by kube-scheduler and by rl-scheduler, no hard constraint broken (``scheduler_perf_checks``,
-``scheduler_perf_fit``, ``scheduler_perf_volume_checks``), and the pods nobody waits for
-(gated, unschedulable, churned) left pending for kube's reason. One row per test case and
+workloads; 10 or 1 node for the cases that have no 5Nodes one, 2 for the DRA ones' fast
+workloads): every measured pod bound by kube-scheduler and by rl-scheduler, no hard
+constraint broken (``scheduler_perf_checks``, ``scheduler_perf_fit``,
+``scheduler_perf_volume_checks``, ``scheduler_perf_claim_checks``), and the pods nobody
+waits for (gated, unschedulable, churned) left pending for kube's reason. One row per test case and
 the operations it exercises."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from kubernetes import client
 
+from devcluster import kube
 from devcluster.testing import DevCluster
+from tests.e2e import dra_checker
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import scheduler_perf
-from scheduler_perf_ops import PodsOp
+from scheduler_perf_dra import allocate_claims, dra_objects, driver_nodes, replace_slices, resource_slice
+from scheduler_perf_objects import PERF_LABEL
+from scheduler_perf_ops import NodesOp, PodsOp
+
+DRIVER = "test-driver.cdi.k8s.io"
 
 pytestmark = [pytest.mark.cluster, pytest.mark.binaries]
 
@@ -83,6 +92,14 @@ GATED = "Scheduling is blocked due to non-empty scheduling gates"
         pytest.param("Unschedulable", 5, "Insufficient cpu", id="churn of unschedulable pods"),
         # churn: a node, a 9-CPU pod and a service made and deleted every second
         pytest.param("SchedulingWithMixedChurn", 10, "Insufficient cpu", id="mixed churn"),
+        # DRA at kube's fast size (a node with the driver's 10 devices, a node without):
+        # a claim per pod from a ResourceClaimTemplate
+        pytest.param("SchedulingWithResourceClaimTemplate", 2, "", id="DRA claim templates"),
+        # claims shared by five pods each (pod i names test-claim-<i / 5>), 2 devices a node
+        pytest.param("SchedulingWithResourceClaim", 2, "", id="DRA shared claims"),
+        # firstAvailable: a class no device has, else the driver's class
+        # (allocResourceClaims: none at this size)
+        pytest.param("FirstAvailable", 2, "", id="DRA firstAvailable"),
     ],
 )
 def test_scheduler_perf_smallest_workloads(
@@ -125,3 +142,50 @@ def test_scheduler_perf_smallest_workloads(
                 result.scheduler,
                 result.others_pending,
             )
+
+
+def new_claim(name: str, request: dict[str, Any]) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "spec": {"devices": {"requests": [request]}}}
+
+
+def test_harness_allocates_claims_as_kube_allocates_them(dev_cluster: DevCluster) -> None:
+    """``allocResourceClaims`` on the API server: three claims of one device on two nodes
+    of two devices each (kube's driver slices) get three different devices, each
+    allocation valid for its node by ``dra_checker``; a fifth claim finds no device."""
+    core = dev_cluster.core_v1()
+    resource = client.ResourceV1Api(core.api_client)
+    nodes = [NodesOp(2, {"metadata": {"generateName": "scheduler-perf-dra-"}})]
+    names = driver_nodes(nodes, "scheduler-perf-dra-*")
+    assert names == ["perf-0-0", "perf-0-1"]
+    slices = [resource_slice(DRIVER, n, 2, {PERF_LABEL: "driver"}) for n in names]
+    replace_slices(resource, slices, f"{PERF_LABEL}=driver", 60)
+    cls = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": "perf-alloc-class"},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
+    }
+    namespace = "perf-alloc"
+    core.create_namespace(kube.body({"metadata": {"name": namespace}}))
+    resource.create_device_class(kube.body(cls))
+    request: dict[str, Any] = {"name": "req-0", "exactly": {"deviceClassName": "perf-alloc-class"}}
+    try:
+        for i in range(3):
+            resource.create_namespaced_resource_claim(namespace, kube.body(new_claim(f"c{i}", request)))
+        assert allocate_claims(resource, namespace) == 3
+        claims = [c for c in dra_objects(resource)[0] if c["metadata"]["namespace"] == namespace]
+        assert len(claims) == 3
+        for made in claims:
+            allocation = made["status"]["allocation"]
+            [node] = allocation["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"]
+            assert dra_checker.check_claim(made, {"perf-alloc-class": cls}, slices, node, {}, []) == []
+        assert dra_checker.devices_given_twice(claims) == []
+        assert allocate_claims(resource, namespace) == 0  # all three were allocated already
+        for i in range(3, 5):
+            resource.create_namespaced_resource_claim(namespace, kube.body(new_claim(f"c{i}", request)))
+        with pytest.raises(RuntimeError, match="could not allocate claim"):
+            allocate_claims(resource, namespace)
+    finally:
+        core.delete_namespace(namespace)
+        resource.delete_device_class("perf-alloc-class")
+        replace_slices(resource, [], f"{PERF_LABEL}=driver", 60)
