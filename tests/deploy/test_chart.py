@@ -267,7 +267,8 @@ def test_rbac_is_what_the_scheduler_calls_and_no_more(helm: Path) -> None:
         ("", "pods", "list"),
         ("", "pods", "watch"),
         ("", "pods", "delete"),  # preemption's victims
-        ("policy", "poddisruptionbudgets", "list"),  # preemption respects them
+        ("policy", "poddisruptionbudgets", "list"),  # preemption respects them, kept from a watch
+        ("policy", "poddisruptionbudgets", "watch"),
         ("", "nodes", "get"),  # the HAMi node lock: read, then set or removed at that version
         ("", "nodes", "patch"),
         ("", "nodes", "list"),

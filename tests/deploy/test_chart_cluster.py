@@ -245,7 +245,7 @@ def test_requests_outside_the_rbac_are_refused(core: client.CoreV1Api, identity:
     everywhere = {
         ("", "pods", "", "get"), ("", "pods", "", "list"), ("", "pods", "", "watch"),
         ("", "pods", "", "delete"),
-        ("policy", "poddisruptionbudgets", "", "list"),
+        ("policy", "poddisruptionbudgets", "", "list"), ("policy", "poddisruptionbudgets", "", "watch"),
         ("", "nodes", "", "get"), ("", "nodes", "", "list"), ("", "nodes", "", "watch"),
         ("", "nodes", "", "patch"),
         ("", "namespaces", "", "list"), ("", "namespaces", "", "watch"),

@@ -11,13 +11,14 @@ import pytest
 from scheduler.errors import SchedulerInputError
 from scheduler.framework.preemption import PreemptionFailure, PreemptionOutcome
 from scheduler.k8s.client.api import KubeApi
+from scheduler.k8s.scheduling.budgets import DisruptionBudgets, budget_from_manifest
 from scheduler.k8s.scheduling.cache import SchedulerCache
 from scheduler.k8s.scheduling.preemptor import (
     Preemptor,
-    budget_from_manifest,
     disruption_target,
     failed_scheduling_message,
 )
+from scheduler.objects.pod import Pod
 from scheduler.plugins.profiles import build_profile
 from tests.builders import make_pod, node_manifest, pod_manifest
 
@@ -94,42 +95,94 @@ def test_a_failed_preemption_is_reported_in_kubes_words() -> None:
     )
 
 
-class CountingApi:
-    """Stands in for the API's one read here: the budgets, counted."""
+class NoReads:
+    """Stands in for the API: a decision must not read it (the budgets come from the watch)."""
 
-    def __init__(self) -> None:
-        self.listings = 0
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"the decision called the API: {name}")
 
-    async def list_pod_disruption_budgets(self) -> list[dict[str, Any]]:
-        self.listings += 1
-        return []
+
+def guarded_db(allowed: int) -> dict[str, Any]:
+    return {
+        "metadata": {"namespace": "default", "name": "db"},
+        "spec": {"selector": {"matchLabels": {"app": "db"}}},
+        "status": {"disruptionsAllowed": allowed},
+    }
 
 
 @pytest.mark.parametrize(
-    ("priority", "policy", "listings", "victims"),
+    ("priority", "policy", "budgets", "victims"),
     [
-        pytest.param(10, "PreemptLowerPriority", 1, ["low"], id="lower-priority pods placed: budgets read"),
-        pytest.param(0, "PreemptLowerPriority", 0, None, id="none lower: no API call, no victims"),
-        pytest.param(10, "Never", 0, None, id="preemptionPolicy Never: no API call"),
+        # n1: db (3 of 4 cpu, app=db); n2: low (3 of 4 cpu); the pod asks 2 cpu. Both
+        # nodes are candidates with one victim of priority 0; kube picks the node whose
+        # victims violate the fewest budgets, then (all else equal) the first.
+        pytest.param(10, "PreemptLowerPriority", [], ["db"], id="no budget: the first node's victim"),
+        pytest.param(10, "PreemptLowerPriority", [guarded_db(1)], ["db"], id="db may go: it goes"),
+        pytest.param(10, "PreemptLowerPriority", [guarded_db(0)], ["low"], id="db guarded: low goes"),
+        pytest.param(
+            10, "PreemptLowerPriority", [guarded_db(0), {"metadata": {"name": "bad"}, "spec": 1}], ["low"],
+            id="an unreadable budget is left out, the others kept",
+        ),
+        pytest.param(0, "PreemptLowerPriority", [], None, id="none lower: no victims"),
+        pytest.param(10, "Never", [], None, id="preemptionPolicy Never: no victims"),
     ],
-)
-def test_budgets_are_read_only_when_there_are_victims_to_choose(
-    priority: int, policy: str, listings: int, victims: list[str] | None
+)  # fmt: skip
+def test_a_decision_reads_the_watched_budgets_and_nominates_at_once(
+    priority: int, policy: str, budgets: list[dict[str, Any]], victims: list[str] | None
 ) -> None:
     cache = SchedulerCache("rl-scheduler")
-    cache.on_node("ADDED", node_manifest("n1", cpu="4"))
-    low = pod_manifest("low", cpu="3")
-    low["spec"]["nodeName"] = "n1"
-    cache.on_pod("ADDED", low)
-    api = CountingApi()
-    preemptor = Preemptor(cast(KubeApi, api), cache, np.random.default_rng(0))
+    for node, name, labels in (("n1", "db", {"app": "db"}), ("n2", "low", {})):
+        cache.on_node("ADDED", node_manifest(node, cpu="4"))
+        placed = pod_manifest(name, cpu="3", labels=labels)
+        placed["spec"]["nodeName"] = node
+        cache.on_pod("ADDED", placed)
+    watched = DisruptionBudgets()
+    watched.replace(budgets)
+    preemptor = Preemptor(cast(KubeApi, NoReads()), cache, np.random.default_rng(0), watched)
     incoming = make_pod("high", cpu="2", priority=priority, preemption_policy=policy)
-    outcome = asyncio.run(preemptor.decide(incoming, build_profile("default"), {}))
-    assert api.listings == listings
+    outcome = preemptor.decide(incoming, build_profile("default"), {})
     if victims is None:
         assert isinstance(outcome, PreemptionFailure)
         assert cache.nominated == {}
     else:
         assert isinstance(outcome, PreemptionOutcome)
         assert [v.name for v in outcome.victims] == victims
-        assert cache.nominated["default/high"].nominated_node_name == "n1"  # the room is kept at once
+        assert cache.nominated["default/high"].nominated_node_name == outcome.node  # the room is kept at once
+
+
+class EvictingApi:
+    """Records the evictions; deleting ``refused`` fails as the API would (False)."""
+
+    def __init__(self, refused: str = "") -> None:
+        self.refused = refused
+        self.calls: list[tuple[str, str]] = []
+
+    async def patch_pod_status(self, pod: Pod, status: dict[str, Any], what: str) -> bool:  # noqa: ARG002
+        self.calls.append(("patch " + what, pod.name))
+        return True
+
+    async def delete_pod(self, pod: Pod) -> bool:
+        self.calls.append(("delete", pod.name))
+        return pod.name != self.refused
+
+    async def post_event(self, pod: Pod, *, reason: str, **_: Any) -> None:
+        self.calls.append((reason, pod.name))
+
+
+@pytest.mark.parametrize(
+    ("refused", "carried_out", "events"),
+    [
+        pytest.param("", True, ["a", "b"], id="both deleted: each gets Preempted"),
+        pytest.param("b", False, ["a"], id="b refused: no event for it, the pod is tried again"),
+    ],
+)
+def test_carrying_out_says_whether_every_victim_was_deleted(
+    refused: str, carried_out: bool, events: list[str]
+) -> None:
+    api = EvictingApi(refused)
+    preemptor = Preemptor(cast(KubeApi, api), SchedulerCache("rl-scheduler"), np.random.default_rng(0))
+    victims = (make_pod("a"), make_pod("b"))
+    outcome = PreemptionOutcome(node="n1", victims=victims, num_pdb_violations=0)
+    assert asyncio.run(preemptor.carry_out(make_pod("high"), outcome)) is carried_out
+    assert sorted(name for what, name in api.calls if what == "Preempted") == events
+    assert sorted(name for what, name in api.calls if what == "delete") == ["a", "b"]

@@ -58,9 +58,6 @@ class RecordingApi:
     ) -> None:
         self.conditions.append((pod.key, reason, message))
 
-    async def list_pod_disruption_budgets(self) -> list[dict[str, Any]]:
-        return []
-
     def reasons(self, key: str) -> list[str]:
         return [reason for pod, reason, _ in self.events if pod == key]
 

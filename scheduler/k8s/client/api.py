@@ -441,10 +441,6 @@ class KubeApi:
             return False
         return True
 
-    async def list_pod_disruption_budgets(self) -> list[dict[str, Any]]:
-        """Every PodDisruptionBudget (``policy/v1``) as JSON."""
-        return await self.list_items("/apis/policy/v1/poddisruptionbudgets")
-
 
 def _ignore(body: bytes) -> None:  # noqa: ARG001 - read (so the connection can be reused) and dropped
     return None

@@ -39,6 +39,7 @@ from scheduler.k8s.process.heap import freeze_start_heap
 from scheduler.k8s.process.leader import LeaderElector
 from scheduler.k8s.process.settings import Settings
 from scheduler.k8s.process.startup import sync_until_served
+from scheduler.k8s.scheduling import budgets
 from scheduler.k8s.scheduling.dra_events import DRA_KINDS
 from scheduler.k8s.scheduling.lifetimes import LiveLifetimes
 from scheduler.k8s.scheduling.policy import PolicyManager, TypicalWorkload, policy_version_mirror
@@ -258,6 +259,11 @@ def start_scheduling(
     tasks.append(
         asyncio.create_task(core_groups.run(versions[paths.CORE_POD_GROUPS]), name="core-podgroup-watch")
     )
+    # PodDisruptionBudgets, which preemption reads (scheduler.k8s.scheduling.budgets).
+    pdbs = ResourceWatch(
+        api, budgets.KIND, budgets.PATH, runtime.on_budget_event, partial(relist, budgets.PLURAL)
+    )
+    tasks.append(asyncio.create_task(pdbs.run(versions[budgets.PLURAL]), name=f"{budgets.KIND}-watch"))
     if settings.leader_election.enabled:
         tasks.append(asyncio.create_task(elector.run(), name="leader-election"))
     elif elector.on_change is not None:

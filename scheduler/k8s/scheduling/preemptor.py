@@ -1,12 +1,14 @@
-"""DefaultPreemption through the API, as kube-scheduler's ``prepareCandidate`` does it.
+"""DefaultPreemption through the API, as kube-scheduler's ``prepareCandidateAsync`` does it.
 
-The decision is the core's (``scheduler.framework.preemption``); here: the cluster's
-PodDisruptionBudgets are read, the pod's nomination is taken in the cache at once (so
-the next pods leave the room to it), then each victim gets the ``DisruptionTarget``
-condition, is deleted (only if it is still the pod of that UID) and gets kube's
-``Preempted`` event; lower-priority pods nominated to the node lose their nomination.
-The pod itself is decided again when its victims are gone (their deletion is a cluster
-event) and goes to its nominated node if it fits there.
+The decision is the core's (``scheduler.framework.preemption``), made in the pod's
+scheduling cycle on the cache and on the PodDisruptionBudgets kept from their watch
+(``scheduler.k8s.scheduling.budgets``): no API call. The pod's nomination is taken in the
+cache at once (so the next pods leave the room to it); then, off the scheduling loop
+(kube's async preemption, on by default since v1.33), each victim gets the
+``DisruptionTarget`` condition, is deleted (only if it is still the pod of that UID) and
+gets kube's ``Preempted`` event, and lower-priority pods nominated to the node lose their
+nomination. The pod itself is decided again when its victims are gone (their deletion
+is a cluster event) and goes to its nominated node if it fits there.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from typing import Any
 import numpy as np
 
 from scheduler.dra.node_filter import post_filter_message
-from scheduler.errors import SchedulerInputError
 from scheduler.framework.gang_preemption import GangPreemption
 from scheduler.framework.preemption import (
     PreemptionFailure,
@@ -31,8 +32,8 @@ from scheduler.framework.preemption import (
 from scheduler.framework.preemption_victims import PodDisruptionBudget
 from scheduler.framework.profile import Profile
 from scheduler.k8s.client.api import KubeApi, now
+from scheduler.k8s.scheduling.budgets import DisruptionBudgets
 from scheduler.k8s.scheduling.cache import SchedulerCache
-from scheduler.objects.fields import FieldReader
 from scheduler.objects.pod import Pod
 
 log = logging.getLogger(__name__)
@@ -47,20 +48,6 @@ def failed_scheduling_message(failure: PreemptionFailure, has_claims: bool = Fal
     return f"{fit} {post_filter_message(has_claims)}, {failure.post_filter_message}"
 
 
-def budget_from_manifest(manifest: Mapping[str, Any]) -> PodDisruptionBudget:
-    """A ``policy/v1`` PodDisruptionBudget as preemption reads it (raises
-    ``SchedulerInputError`` naming the budget and the field)."""
-    metadata = manifest.get("metadata") or {}
-    namespace, name = str(metadata.get("namespace") or "default"), str(metadata.get("name"))
-    reader = FieldReader(f"poddisruptionbudget {namespace}/{name}")
-    spec = reader.mapping(manifest.get("spec"), "spec")
-    status = reader.mapping(manifest.get("status"), "status")
-    selector = reader.label_selector(spec.get("selector"), "spec.selector")
-    allowed = reader.integer(status.get("disruptionsAllowed"), "status.disruptionsAllowed")
-    disrupted = reader.mapping(status.get("disruptedPods"), "status.disruptedPods")
-    return PodDisruptionBudget(namespace, name, selector, allowed, frozenset(str(k) for k in disrupted))
-
-
 def disruption_target(pod: Pod) -> dict[str, Any]:
     """The condition kube-scheduler sets on a victim before deleting it."""
     return {
@@ -73,10 +60,18 @@ def disruption_target(pod: Pod) -> dict[str, Any]:
 
 
 class Preemptor:
-    def __init__(self, api: KubeApi, cache: SchedulerCache, rng: np.random.Generator) -> None:
+    def __init__(
+        self,
+        api: KubeApi,
+        cache: SchedulerCache,
+        rng: np.random.Generator,
+        budgets: DisruptionBudgets | None = None,
+    ) -> None:
         self.api = api
         self.cache = cache
         self.rng = rng
+        # Kept from the budgets' watch by the runtime (``budgets.DisruptionBudgets``).
+        self.disruption_budgets = budgets if budgets is not None else DisruptionBudgets()
         # Pods whose preemption is being decided or carried out: one at a time each.
         self.in_flight: set[str] = set()
 
@@ -84,27 +79,17 @@ class Preemptor:
         return [p for key, p in self.cache.nominated.items() if key != pod.key]
 
     async def budgets(self) -> list[PodDisruptionBudget]:
-        budgets = []
-        for item in await self.api.list_pod_disruption_budgets():
-            try:
-                budgets.append(budget_from_manifest(item))
-            except SchedulerInputError as error:
-                log.warning("preemption ignores a budget: %s", error)
-        return budgets
+        """The budgets as the watch has them (a gang's dry run awaits this; no API call)."""
+        return self.disruption_budgets.all()
 
-    async def decide(
+    def decide(
         self, pod: Pod, profile: Profile, namespace_labels: Mapping[str, Mapping[str, str]]
     ) -> PreemptionOutcome | PreemptionFailure | None:
-        """The PostFilter decision on the cache as it is once the budgets are read; the
-        nomination is taken before anything else can run. None when the pod fits
-        somewhere by then (the cluster changed: it is decided again)."""
+        """The PostFilter decision on the cache and the watched budgets; the nomination
+        is taken in the cache before it returns. None when the pod fits somewhere now
+        (the cluster changed since its filters ran: it is decided again)."""
         state = self.cache.state
-        # The budgets matter only where there are victims to choose: a pod of the lowest
-        # priority placed (the common case of a full cluster) costs no API call.
-        may_evict = pod.preemption_policy != "Never" and any(
-            placed.pod.priority < pod.priority for placed in state.placements.values()
-        )
-        budgets = await self.budgets() if may_evict else []
+        budgets = self.disruption_budgets.all()
         nominated = self.nominated_besides(pod)
         statuses = filter_with_nominated_pods(state, profile.filters, pod, nominated, namespace_labels)
         if statuses.feasible.size:
@@ -128,9 +113,10 @@ class Preemptor:
             self.cache.nominated.pop(pod.key, None)
         return outcome
 
-    async def carry_out(self, pod: Pod, outcome: PreemptionOutcome) -> None:
+    async def carry_out(self, pod: Pod, outcome: PreemptionOutcome) -> bool:
         """Evict the victims (at once, as kube's parallel loop does) and clear the
-        lower-priority nominations on the node."""
+        lower-priority nominations on the node. False when a victim was not deleted
+        (the API said why; logged): the pod should be tried again."""
         log.info(
             "pod %s preempts %d pod(s) on %s: %s",
             pod.key,
@@ -138,10 +124,11 @@ class Preemptor:
             outcome.node,
             ", ".join(v.key for v in outcome.victims),
         )
-        await asyncio.gather(
+        deleted = await asyncio.gather(
             *(self._evict(pod, victim, outcome.node) for victim in outcome.victims),
             *(self._clear_nomination(other) for other in outcome.nominations_to_clear),
         )
+        return all(deleted[: len(outcome.victims)])
 
     async def carry_out_gang(self, outcome: GangPreemption) -> None:
         """A gang's evictions, each for the member nominated to the victim's node."""
@@ -156,9 +143,11 @@ class Preemptor:
             *(self._clear_nomination(other) for other in outcome.nominations_to_clear),
         )
 
-    async def _evict(self, pod: Pod, victim: Pod, node: str) -> None:
+    async def _evict(self, pod: Pod, victim: Pod, node: str) -> bool:
+        """True when the victim is deleted (or already gone)."""
         await self.api.patch_pod_status(victim, {"conditions": [disruption_target(pod)]}, "DisruptionTarget")
-        if await self.api.delete_pod(victim):
+        deleted = await self.api.delete_pod(victim)
+        if deleted:
             await self.api.post_event(
                 victim,
                 type_="Normal",
@@ -167,6 +156,7 @@ class Preemptor:
                 note=f"Preempted by pod {pod.uid} on node {node}",
                 related=pod,
             )
+        return deleted
 
-    async def _clear_nomination(self, other: Pod) -> None:
-        await self.api.patch_pod_status(other, {"nominatedNodeName": None}, "nominatedNodeName")
+    async def _clear_nomination(self, other: Pod) -> bool:
+        return await self.api.patch_pod_status(other, {"nominatedNodeName": None}, "nominatedNodeName")

@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from scheduler.errors import SchedulerInputError
-from scheduler.framework.preemption import PreemptionFailure
-from scheduler.framework.profile import Decision, NodeNarrowing, Profile, schedule_pod
+from scheduler.framework.preemption import PreemptionFailure, PreemptionOutcome
+from scheduler.framework.profile import Decision, NodeNarrowing, schedule_pod
 from scheduler.framework.status import Code
 from scheduler.k8s.client import paths
 from scheduler.k8s.client.api import BindOutcome, BindResult, KubeApi
@@ -27,6 +27,9 @@ from scheduler.k8s.process.heap import collector_paused
 from scheduler.k8s.process.settings import Settings
 from scheduler.k8s.scheduling.bind_plugins import DefaultBinder, HamiBinder, VolumeBindingStep
 from scheduler.k8s.scheduling.binding_cycle import BindingCycle, BindingPlugins, PreBindError
+from scheduler.k8s.scheduling.budgets import KIND as BUDGET
+from scheduler.k8s.scheduling.budgets import PLURAL as BUDGETS
+from scheduler.k8s.scheduling.budgets import DisruptionBudgets, list_budgets
 from scheduler.k8s.scheduling.cache import PodChange, SchedulerCache, pod_key
 from scheduler.k8s.scheduling.dra_binder import DraBinder, api_patcher
 from scheduler.k8s.scheduling.dra_events import DraKind, list_dra
@@ -98,7 +101,8 @@ class SchedulerRuntime:
             pre_bind_plugins=(volumes, dra),
             bind_plugins=(hami, DefaultBinder(api)),
         )
-        self.preemptor = Preemptor(api, self.cache, policy.rng)
+        self.budgets = DisruptionBudgets()  # PodDisruptionBudgets, from their watch
+        self.preemptor = Preemptor(api, self.cache, policy.rng, self.budgets)
         self.gangs = GangIndex()
         # The live lifetime model (the profiles' ``ProfileContext.lifetimes``), and the
         # start forecasts of pods that fit nowhere (none without it).
@@ -149,6 +153,12 @@ class SchedulerRuntime:
         with skipping(kind.kind, manifest, self.skip_unreadable):
             if self.cache.on_dra(kind.plural, event_type, manifest):
                 self._cluster_changed(f"{kind.kind}Change")
+
+    def on_budget_event(self, event_type: str, manifest: Mapping[str, Any]) -> None:
+        """A PodDisruptionBudget: preemption reads it at its next decision (no pod is
+        requeued, as in kube-scheduler)."""
+        with skipping(BUDGET, manifest, self.skip_unreadable):
+            self.budgets.apply(event_type, manifest)
 
     def on_pod_event(self, event_type: str, manifest: Mapping[str, Any]) -> None:
         with skipping("pod", manifest, self.skip_unreadable):
@@ -294,6 +304,7 @@ class SchedulerRuntime:
             versions[paths.CORE_POD_GROUPS] = await list_pod_groups(
                 self.api.list_with_version, self.gangs, skipped, CORE_GROUP
             )
+            versions[BUDGETS] = await list_budgets(self.api.list_with_version, self.budgets, skipped)
             fetched = await asyncio.gather(*listings)
         finally:
             for listing in listings:
@@ -444,48 +455,68 @@ class SchedulerRuntime:
         else:
             rejected_by = frozenset({"PreFilter"})
         self.queue.failed(pod.key, rejected_by, unschedulable=unschedulable)
-        # When it is likely to start (not a gang's: it starts when all of it fits).
-        predicted = self._predicted_start(pod, active) if unschedulable and not gang_message else ""
         if unschedulable and not gang_message and active.profile.preemption is not None:
             # PostFilter reports the attempt; one at a time per pod (the one under way
             # reports this attempt too).
             if pod.key not in self.preemptor.in_flight:
-                self.spawn(self._post_filter(pod, decision, active.profile, predicted))
+                self._post_filter(pod, decision, active)
             return
+        # When it is likely to start (not a gang's: it starts when all of it fits).
+        predicted = self._predicted_start(pod, active) if unschedulable and not gang_message else ""
         if report:
             reason = "Unschedulable" if unschedulable else SCHEDULER_ERROR
             message = gang_message or decision.message
             self.spawn(self.reporter.failed(pod, message, reason=reason, predicted_start=predicted))
 
-    async def _post_filter(self, pod: Pod, decision: Decision, profile: Profile, predicted: str = "") -> None:
-        """DefaultPreemption for a pod that fits nowhere; its FailedScheduling says what
-        came of it, as kube-scheduler's does."""
-        self.preemptor.in_flight.add(pod.key)
+    def _post_filter(self, pod: Pod, decision: Decision, active: ActiveProfile) -> None:
+        """DefaultPreemption for a pod that fits nowhere, in its scheduling cycle: decided
+        and nominated in the cache now; the evictions and the FailedScheduling that says
+        what came of it (as kube-scheduler's) are written in the background. The start
+        forecast (``_predicted_start``; it reads neither nominations nor the policy's
+        random numbers) is made only for a FailedScheduling that carries it: a pod that
+        preempts is reported without one."""
+        self.metrics.preemption_attempts.inc()
         try:
-            self.metrics.preemption_attempts.inc()
-            try:
-                outcome = await self.preemptor.decide(pod, profile, self.cache.namespace_labels)
-            except Exception as error:  # the budgets could not be read: try again next attempt
-                log.warning("preemption for %s not decided: %s: %s", pod.key, type(error).__name__, error)
-                await self.reporter.failed(pod, decision.message, predicted_start=predicted)
-                return
-            if outcome is None:  # it fits now: the change that made room requeued it
-                return
-            if isinstance(outcome, PreemptionFailure):
-                clear = "" if outcome.clears_nomination and pod.nominated_node_name else None
-                # kube's DynamicResources PostFilter sees the claims only after its
-                # PreFilter passed.
-                has_claims = bool(pod.resource_claims) and not decision.pre_filter_message
-                message = failed_scheduling_message(outcome, has_claims=has_claims)
-                await self.reporter.failed(pod, message, nominated_node=clear, predicted_start=predicted)
-                return
-            self.metrics.preemption_victims.observe(len(outcome.victims))
-            await asyncio.gather(
+            outcome = self.preemptor.decide(pod, active.profile, self.cache.namespace_labels)
+        except Exception as error:  # a bug must cost this attempt's preemption only
+            log.exception("preemption for %s not decided: %s: %s", pod.key, type(error).__name__, error)
+            predicted = self._predicted_start(pod, active)
+            self.spawn(self.reporter.failed(pod, decision.message, predicted_start=predicted))
+            return
+        if outcome is None:  # it fits now: the change that made room requeued it
+            return
+        if isinstance(outcome, PreemptionFailure):
+            predicted = self._predicted_start(pod, active)
+            clear = "" if outcome.clears_nomination and pod.nominated_node_name else None
+            # kube's DynamicResources PostFilter sees the claims only after its
+            # PreFilter passed.
+            has_claims = bool(pod.resource_claims) and not decision.pre_filter_message
+            message = failed_scheduling_message(outcome, has_claims=has_claims)
+            self.spawn(self.reporter.failed(pod, message, nominated_node=clear, predicted_start=predicted))
+            return
+        self.metrics.preemption_victims.observe(len(outcome.victims))
+        # One preemption at a time per pod, until its victims' deletions are answered.
+        self.preemptor.in_flight.add(pod.key)
+        self.spawn(self._preempt(pod, outcome, decision.message))
+
+    async def _preempt(self, pod: Pod, outcome: PreemptionOutcome, message: str) -> None:
+        """kube's ``prepareCandidateAsync``: the victims evicted and the pod's nomination
+        written while the loop goes on. A victim not deleted (logged) sends the pod back
+        to be tried again, as kube activates it; otherwise the victims' deletions do."""
+        try:
+            evicted, _ = await asyncio.gather(
                 self.preemptor.carry_out(pod, outcome),
-                self.reporter.failed(pod, decision.message, nominated_node=outcome.node),
+                self.reporter.failed(pod, message, nominated_node=outcome.node),
             )
         finally:
             self.preemptor.in_flight.discard(pod.key)
+        if not evicted:
+            log.warning(
+                "preemption for %s on %s not carried out: the pod is tried again", pod.key, outcome.node
+            )
+            if self.queue.move_to_active_or_backoff((pod.key,)):
+                self.metrics.incoming_pods.labels(QueueName.BACKOFF.value, "PreemptionFailed").inc()
+                self._wake.set()
 
     def _attempt_error(self, entry: QueuedPod, message: str) -> None:
         self.cache.forget(entry.pod.key)
