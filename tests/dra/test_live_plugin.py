@@ -133,9 +133,13 @@ class RecordedApi:
             current["metadata"]["finalizers"] = body["metadata"]["finalizers"]
         elif content_type == MERGE_PATCH:
             status.update(body["status"])
-        else:
-            gone = {e["uid"] for e in body["status"]["reservedFor"]}
-            status["reservedFor"] = [c for c in status.get("reservedFor", []) if c["uid"] not in gone]
+        else:  # a strategic merge on reservedFor, merged by uid
+            entries = body["status"]["reservedFor"]
+            gone = {e["uid"] for e in entries if e.get("$patch") == "delete"}
+            kept = [c for c in status.get("reservedFor", []) if c["uid"] not in gone]
+            known = {c["uid"] for c in kept}
+            added = [e for e in entries if "$patch" not in e and e["uid"] not in known]
+            status["reservedFor"] = kept + added
         self.version += 1
         current["metadata"]["resourceVersion"] = str(self.version)
         return copy.deepcopy(current)
@@ -187,11 +191,31 @@ def test_a_shared_claim_only_gains_the_second_pod() -> None:
     second = cycle(state, pod("p2", "shared"), node)
     binder.reserve(second)
     asyncio.run(binder.pre_bind(second))
-    body = api.calls[-1][1]
-    assert "allocation" not in body["status"]
-    assert [c["name"] for c in body["status"]["reservedFor"]] == ["p1", "p2"]
+    name, body, content_type = api.calls[-1]
+    assert (name, content_type) == ("shared/status", STRATEGIC_MERGE_PATCH)
+    # The pod alone, merged by uid, and no resourceVersion: pods joining at once do
+    # not conflict.
+    assert body == {
+        "metadata": {"uid": "uid-shared"},
+        "status": {"reservedFor": [{"resource": "pods", "name": "p2", "uid": "uid-p2"}]},
+    }
     assert [name for name, _, _ in api.calls] == ["shared", "shared/status", "shared/status"]
-    assert body["metadata"]["resourceVersion"] == "102"
+    reserved = api.claims["shared"]["status"]["reservedFor"]
+    assert [c["name"] for c in reserved] == ["p1", "p2"]
+
+
+def test_a_claim_being_allocated_keeps_the_pods_that_share_it_waiting() -> None:
+    """kube's PreFilter: while one pod's allocation of a claim is in flight, another
+    pod that uses the claim waits, and is decided once the claim is written."""
+    state, binder, _ = binder_for([claim("shared", 1)])
+    first = cycle(state, pod("p1", "shared"), "node-1")
+    binder.reserve(first)
+    assert decide(state, pod("p2", "shared")) == (
+        "",
+        "0/2 nodes are available: resource claim default/shared is in the process of being allocated.",
+    )
+    asyncio.run(binder.pre_bind(first))
+    assert decide(state, pod("p2", "shared")) == ("node-1", "")
 
 
 def test_a_failed_write_gives_the_devices_back() -> None:

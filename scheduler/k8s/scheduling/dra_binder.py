@@ -6,11 +6,15 @@
   allocations assumed in the catalog (kube's ``inFlightAllocations``), so the next pod
   does not take the same devices; a claim that is allocated already is only reserved;
 - **PreBind**: a claim this scheduler allocated first gets kube's finalizer
-  (``resource.kubernetes.io/delete-protection``); then each claim's ``status`` is
-  written (``resourceclaims/status``, a merge patch carrying the claim's ``uid`` and
-  ``resourceVersion`` as preconditions): the allocation, if this scheduler made it,
-  and the pod added to ``reservedFor``; the answer replaces the in-flight allocation
-  in the catalog;
+  (``resource.kubernetes.io/delete-protection``); then its ``status`` is written
+  (``resourceclaims/status``, a merge patch carrying the claim's ``uid`` and
+  ``resourceVersion`` as preconditions): the allocation and the pod in
+  ``reservedFor``; a claim allocated already (shared) gains the pod by a strategic
+  merge on ``reservedFor``'s merge key (``uid``), which needs no resourceVersion, so
+  pods sharing a claim do not conflict with one another; the answer replaces the
+  in-flight allocation in the catalog. While a claim's allocation is in flight, other
+  pods that use it wait (PreFilter: kube's ``resource claim ns/name is in the process
+  of being allocated``);
 - **Unreserve**: in-flight allocations are given back; where PreBind wrote already, the
   pod is removed from ``reservedFor`` (a strategic merge patch deleting its entry by
   uid, as kube's); the resourceclaim controller deallocates a claim no pod reserves.
@@ -208,13 +212,20 @@ class DraBinder:
         reserved = [{"resource": c.resource, "name": c.name, "uid": c.uid} for c in current.reserved_for]
         if allocation is None and any(c["uid"] == pod.uid for c in reserved):
             return None
-        version = stored.resource_version
-        status: dict[str, Any] = {"reservedFor": [*reserved, _consumer(pod)]}
-        if allocation is not None:
-            status["allocation"] = allocation_json(allocation)
-            # kube's bindClaim adds the finalizer first (a strategic merge adds it to the
-            # list), then writes the status at the version that answer has.
-            version = await self._protect(claim, current.uid, version)
+        if allocation is None:
+            # Joining a claim allocated already: a strategic merge adds the pod to
+            # reservedFor by its uid (the list's merge key) without a resourceVersion, so
+            # pods that share the claim and bind at once do not conflict; the API server
+            # refuses the entry past 256 consumers, as it refuses kube's update.
+            joined = {"metadata": {"uid": current.uid}, "status": {"reservedFor": [_consumer(pod)]}}
+            return await self.patch_claim(
+                claim.namespace, claim.name, joined, STRATEGIC_MERGE_PATCH, "status"
+            )
+        # kube's bindClaim adds the finalizer first (a strategic merge adds it to the
+        # list), then writes the allocation at the version that answer has: the claim
+        # must still be unallocated.
+        version = await self._protect(claim, current.uid, stored.resource_version)
+        status = {"reservedFor": [*reserved, _consumer(pod)], "allocation": allocation_json(allocation)}
         patch = {"metadata": {"uid": current.uid, "resourceVersion": version}, "status": status}
         return await self.patch_claim(claim.namespace, claim.name, patch, MERGE_PATCH, "status")
 

@@ -6,7 +6,10 @@ state's ``DraCatalog`` with the devices of every allocated or in-flight claim in
 PreFilter skips a pod without claims; a claim not created yet (a template's) is
 ``pod "ns/name": ResourceClaim not created yet`` and one not known
 ``resourceclaim.resource.k8s.io "name" not found``, both on every node and
-unresolvable, as kube's; then ``resourceclaim in use`` (256 consumers). Filter asks
+unresolvable, as kube's; a claim whose allocation by another pod is still being
+written (in flight) is ``resource claim ns/name is in the process of being
+allocated`` (kube: wait for that write; the claim's update retries the pod); then
+``resourceclaim in use`` (256 consumers). Filter asks
 ``scheduler.dra.node_filter.filter_node`` per node and rejects with its text. kube's
 Filter Error (an allocator error, the 10 s timeout) aborts the cycle; here it rejects
 the node with that text.
@@ -42,6 +45,12 @@ class DynamicResources(FilterBase):
             claims = ctx.state.dra.pod_claims(pod.namespace, pod.name, pod.resource_claims)
         except ClaimLookupError as problem:
             return unresolvable(self.name, str(problem))
+        flying = ctx.state.dra.in_flight
+        for claim in claims:
+            if claim.key in flying:  # another pod's allocation of it is being written
+                return unresolvable(
+                    self.name, f"resource claim {claim.key} is in the process of being allocated"
+                )
         status = pre_filter(claims, pod.uid, ctx.state.dra.classes)
         if status.ok:
             ctx.data[self.name] = claims
