@@ -47,6 +47,10 @@ pays, because room freed later can be waited for.
   spec gives the same log, decision for decision.
 - The replay ends at the last arrival plus the max wait; pods still running then are
   left running.
+- Reservations (``spec.reservations``, off by default: then none of what follows
+  runs): after the events of each time, the oldest pending pods asking K GPUs or more
+  reserve a node each (at most R), and a Filter run last keeps other pods from breaking
+  a reservation; the rules are ``reservations``' and ``timeline_reservations``'.
 
 After the events of each time the log records the GPU allocated, the pods pending and,
 per GPU count of node, the nodes with every GPU free; per pod, its wait (placement minus
@@ -55,6 +59,7 @@ arrival) or that it failed.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 import time
@@ -73,8 +78,10 @@ from scheduler.sim.cluster_size import cluster_for_load, nested_sample
 from scheduler.sim.gorand import GoRand
 from scheduler.sim.offered_load import busy_from_index
 from scheduler.sim.replay import gpu_capacity_milli, node_priority_order, trace_typical_pods
+from scheduler.sim.reservations import ReservationConfig, to_reserve
 from scheduler.sim.timed_workload import MIN_LIFETIME_S, TimedWorkload, lifetime_s, load_timed_workload
 from scheduler.sim.timeline_lifetimes import LifetimeSource, lifetime_profile, lifetime_source, spec_label
+from scheduler.sim.timeline_reservations import ReservationBook, ReservationFilter, remaining_ends
 from scheduler.sim.timeline_starts import StartRecorder, StartRecords, start_recorder
 from scheduler.sim.trace import TraceRow
 from scheduler.state.cluster_state import ClusterState
@@ -117,11 +124,19 @@ class TimelineSpec:
     # Start forecasts for the pods that fail their first cycle (``timeline_starts``'
     # variants: ``model``, ``oracle+queue``, ...); they never change what the replay does.
     predict_starts: tuple[str, ...] = ()
+    # Reservations for waiting multi-GPU pods with backfill (``timeline_reservations``;
+    # None: off, the replay as without them), and what they are told of lifetimes.
+    reservations: ReservationConfig | None = None
+    reservation_lifetimes: LifetimeSource = "hidden"
 
     @property
     def label(self) -> str:
-        """The policy as reports name it: with the lifetimes and args when set."""
-        return spec_label(self.policy, self.lifetimes, self.lifetime_args)
+        """The policy as reports name it: with the lifetimes and args when set, and the
+        reservations (``+reserve4[model]``) when on."""
+        label = spec_label(self.policy, self.lifetimes, self.lifetime_args)
+        if self.reservations is None:
+            return label
+        return f"{label}+{self.reservations.tag()}[{self.reservation_lifetimes}]"
 
 
 @dataclass
@@ -205,6 +220,15 @@ class _Run:
         self.profile, self.rng = lifetime_profile(
             spec.policy, spec.seed, typical, spec.checkpoint, lifetimes, spec.lifetime_args
         )
+        self.book: ReservationBook | None = None
+        self.released: list[int] = []  # node rows whose reservation ended since the last pass
+        if spec.reservations is not None:
+            ends = remaining_ends(spec.reservation_lifetimes, spec.trace, keys, self.lifetime, self.clock)
+            base = self.profile
+            self.book = ReservationBook(
+                spec.reservations, self.state, self.clock, ends, base.filters, base.gpu_selector
+            )
+            self.profile = dataclasses.replace(base, filters=[*base.filters, ReservationFilter(self.book)])
         self.starts: StartRecorder | None = None
         if spec.predict_starts:
             self.starts = start_recorder(spec.predict_starts, spec.trace, keys, self.lifetime, self.clock)
@@ -253,6 +277,10 @@ class _Run:
             self._use(self.state.node_index[decision.node], int(self.gpu[i]))
         self.wait[i] = now - self.arrival[i]
         self.placed_on[i] = decision.node
+        if self.book is not None:
+            released = self.book.release(i, decision.node_index)
+            if released is not None and released != decision.node_index:
+                self.released.append(released)
         if math.isfinite(self.lifetime[i]):
             heapq.heappush(self.departures, (now + float(self.lifetime[i]), i))
         return True
@@ -276,15 +304,21 @@ class _Run:
         """The pass over the pending queue after departures from ``changed``. Pods of one
         trace row pass or fail the filters alike on a node that has not changed since,
         so each (row, node, node version) is filtered once."""
-        fits: dict[tuple[TraceRow, int, int], bool] = {}
+        fits: dict[tuple[TraceRow | int, int, int], bool] = {}
+        if self.book is not None:
+            self.clock.advance(now)  # the reservations' filter reads ages
         for i in list(self.pending):
             if self._fits_one_of(i, changed, fits) and self.schedule(i, now):
                 del self.pending[i]
 
-    def _fits_one_of(self, i: int, nodes: list[int], fits: dict[tuple[TraceRow, int, int], bool]) -> bool:
+    def _fits_one_of(
+        self, i: int, nodes: list[int], fits: dict[tuple[TraceRow | int, int, int], bool]
+    ) -> bool:
         versions = self.state.node_version
+        # With reservations a pod's own lifetime and reservation decide too: one per pod.
+        who: TraceRow | int = self.rows[i] if self.book is None else i
         for node in nodes:
-            key = (self.rows[i], node, int(versions[node]))
+            key = (who, node, int(versions[node]))
             if key not in fits:
                 ctx = CycleContext(self.state, self.pods[i].pod)
                 decision = run_filters(ctx, self.profile.filters, np.array([node], np.int64))
@@ -309,6 +343,26 @@ class _Run:
             if self.arrival[oldest] + self.max_wait > now:
                 break
             del self.pending[oldest]
+
+    def reserve(self, now: float) -> None:
+        """Ends the reservations whose pod is no longer pending (failed at its max wait),
+        gives the pending pods a pass on the nodes released since the last one, then
+        reserves nodes for the oldest waiting multi-GPU pods without one."""
+        assert self.book is not None
+        self.clock.advance(now)
+        for i in self.book.held():
+            if i not in self.pending or self.book.by_pod[i].expired(now):
+                row = self.book.release(i)
+                if row is not None:
+                    self.released.append(row)
+        if self.released:
+            rows, self.released = list(dict.fromkeys(self.released)), []
+            if self.pending:
+                self.retry_pending(rows, now)
+        for i in to_reserve(list(self.pending), self.gpu, self.book.config, self.book.held()):
+            if len(self.book.by_pod) >= self.book.config.max_reservations:
+                break
+            self.book.reserve(i, self.pods[i].pod, now, float(self.arrival[i]) + self.max_wait)
 
     def record(self, now: float) -> None:
         self.times.append(now)
@@ -342,6 +396,8 @@ class _Run:
                 if progress is not None:
                     progress(arrived, len(self.pods))
             self.expire(now)
+            if self.book is not None:
+                self.reserve(now)
             self.record(now)
 
 

@@ -28,6 +28,7 @@ from scheduler.sim.catalog import DEFAULT_NODE_LIST, node_list_path, pod_list_pa
 from scheduler.sim.cli import LEARNED, _advance, print_issues
 from scheduler.sim.offered_load import busy_from
 from scheduler.sim.replay import gpu_capacity_milli
+from scheduler.sim.reservations import ReservationConfig
 from scheduler.sim.sweep import run_sweep
 from scheduler.sim.timeline import (
     DEFAULT_MAX_WAIT_S,
@@ -49,10 +50,31 @@ COMPRESSED_NODE_FRACTION = 0.25
 DEFAULT_LOAD = 1.0
 
 
-def chosen_policies(args: argparse.Namespace) -> list[str]:
-    """The policies a parsed ``timeline`` command line replays, the first one paired
-    with the others."""
+# ``--policy P+reserve``: profile P with reservations for waiting multi-GPU pods.
+RESERVE_SUFFIX = "+reserve"
+
+
+def chosen_arms(args: argparse.Namespace) -> list[str]:
+    """The policies a parsed ``timeline`` command line replays as given (``P+reserve``
+    included), the first one paired with the others."""
     return list(args.policy or DEFAULT_POLICIES)
+
+
+def chosen_policies(args: argparse.Namespace) -> list[str]:
+    """The profiles a parsed ``timeline`` command line runs (without ``+reserve``)."""
+    return [arm.removesuffix(RESERVE_SUFFIX) for arm in chosen_arms(args)]
+
+
+def reservation_options(args: argparse.Namespace, arm: str) -> dict[str, Any]:
+    """The reservations of an arm that ends in ``+reserve`` (none for the others)."""
+    if not arm.endswith(RESERVE_SUFFIX):
+        return {}
+    try:
+        config = ReservationConfig(args.reserve_gpus, args.reserve_max, args.backfill_quantile)
+    except ValueError as error:
+        raise CommandLineError("timeline", "--reserve-gpus", str(error)) from None
+    source = args.reserve_lifetimes or args.lifetimes
+    return {"reservations": config, "reservation_lifetimes": source}
 
 
 class _OneTrace(argparse.Action):
@@ -92,8 +114,9 @@ def register(commands: Any) -> None:
     parser.add_argument(
         "--policy",
         action="append",
-        choices=profile_names(),
-        help=f"score profile; repeatable; the first is paired with the rest [{', '.join(DEFAULT_POLICIES)}]",
+        choices=[*profile_names(), *(f"{name}{RESERVE_SUFFIX}" for name in profile_names())],
+        help=f"score profile; repeatable; the first is paired with the rest [{', '.join(DEFAULT_POLICIES)}]; "
+        f"PROFILE{RESERVE_SUFFIX}: with reservations for waiting multi-GPU pods (--reserve-gpus)",
     )
     parser.add_argument(
         "--seeds",
@@ -164,6 +187,37 @@ def register(commands: Any) -> None:
         metavar="KEY=VALUE",
         help="an arg of the lifetime-aware plugins, as in a profile's pluginConfig (weight=20, "
         "blocked=NodeHours, horizonHours=72); repeatable",
+    )
+    parser.add_argument(
+        "--reserve-gpus",
+        type=number(int, COUNT),
+        default=4,
+        metavar="K",
+        help=f"for policies given as PROFILE{RESERVE_SUFFIX}: a pod asking K GPUs or more that fits nowhere "
+        "reserves the node where its GPUs free soonest; other pods may go there only if they leave it intact "
+        "(docs/timeline.md, Reservations)",
+    )
+    parser.add_argument(
+        "--reserve-max",
+        type=number(int, COUNT),
+        default=1,
+        metavar="R",
+        help="reservations held at a time, the oldest waiting pods first",
+    )
+    parser.add_argument(
+        "--backfill-quantile",
+        type=number(float, FRACTION),
+        default=0.9,
+        metavar="Q",
+        help="a pod backfills a reserved node when its remaining lifetime at this quantile ends before the "
+        "reserved pod's expected start",
+    )
+    parser.add_argument(
+        "--reserve-lifetimes",
+        choices=LIFETIME_SOURCES,
+        default=None,
+        help="what the reservations are told of remaining lifetimes (hidden: no backfill, the node with the "
+        "most free GPUs) [--lifetimes]",
     )
     parser.add_argument(
         "--predict-starts",
@@ -273,7 +327,7 @@ def refuse_options_that_clash(args: argparse.Namespace) -> None:
         raise CommandLineError(
             "timeline", "--time-scale", "scales arrivals and lifetimes alike; not with --compress-arrivals"
         )
-    if args.lifetimes == "model" and args.time_scale != 1.0:
+    if "model" in (args.lifetimes, getattr(args, "reserve_lifetimes", None)) and args.time_scale != 1.0:
         raise CommandLineError(
             "timeline", "--lifetimes", "the model forecasts in the trace's seconds; not with --time-scale"
         )
@@ -315,8 +369,12 @@ def lifetime_options(args: argparse.Namespace, policy: str) -> dict[str, Any]:
 def timeline_specs(args: argparse.Namespace) -> tuple[list[TimelineSpec], str]:
     """The replays of a parsed command line, and the line that describes their load."""
     refuse_options_that_clash(args)
-    policies = chosen_policies(args)
-    told = {p: lifetime_options(args, p) for p in policies}  # refused before the trace loads
+    arms = chosen_arms(args)
+    policies = [arm.removesuffix(RESERVE_SUFFIX) for arm in arms]
+    told = {
+        arm: {**lifetime_options(args, p), **reservation_options(args, arm)}
+        for arm, p in zip(arms, policies, strict=True)
+    }  # refused before the trace loads
     checkpoint = str(args.checkpoint) if args.checkpoint else None
     load = DEFAULT_LOAD if args.load is None else args.load
     common = {
@@ -331,8 +389,8 @@ def timeline_specs(args: argparse.Namespace) -> tuple[list[TimelineSpec], str]:
         fraction = COMPRESSED_NODE_FRACTION if args.node_fraction is None else args.node_fraction
         k, workload = compression(args.trace, args.nodes, load, fraction)
         specs = [
-            TimelineSpec(args.trace, p, s, compression=k, node_fraction=fraction, **common, **told[p])
-            for p in policies
+            TimelineSpec(args.trace, p, s, compression=k, node_fraction=fraction, **common, **told[arm])
+            for arm, p in zip(arms, policies, strict=True)
             for s in args.seeds
         ]
         line = f"arrivals compressed k = {k:.6g}x; {describe_load(workload, k, fraction, args.seeds)}"
@@ -346,9 +404,9 @@ def timeline_specs(args: argparse.Namespace) -> tuple[list[TimelineSpec], str]:
             node_fraction=args.node_fraction,
             time_scale=args.time_scale,
             **common,
-            **told[p],
+            **told[arm],
         )
-        for p in policies
+        for arm, p in zip(arms, policies, strict=True)
         for s in args.seeds
     ]
     return specs, describe_clusters(workload, specs[: len(args.seeds)])
