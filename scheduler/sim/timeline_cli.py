@@ -5,8 +5,6 @@ policies and seeds, print the comparison, write ``summary.json`` and a plot."""
 from __future__ import annotations
 
 import argparse
-import os
-from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
@@ -19,15 +17,15 @@ from scheduler.cli_values import (
     existing_dir,
     named_by,
     number,
-    parse_seeds,
 )
 from scheduler.errors import CommandLineError, SchedulerInputError
 from scheduler.plugins.profiles import profile_names
 from scheduler.sim import paired, report, timeline_report, timeline_starts
-from scheduler.sim.catalog import DEFAULT_NODE_LIST, node_list_path, pod_list_path
+from scheduler.sim.catalog import pod_list_path
 from scheduler.sim.cli import LEARNED, _advance, print_issues
 from scheduler.sim.offered_load import busy_from
 from scheduler.sim.replay import gpu_capacity_milli
+from scheduler.sim.replay_options import add_node_list, add_outputs, add_seeds, add_workers
 from scheduler.sim.reservations import ReservationConfig
 from scheduler.sim.sweep import run_sweep
 from scheduler.sim.timeline import (
@@ -118,12 +116,7 @@ def register(commands: Any) -> None:
         help=f"score profile; repeatable; the first is paired with the rest [{', '.join(DEFAULT_POLICIES)}]; "
         f"PROFILE{RESERVE_SUFFIX}: with reservations for waiting multi-GPU pods (--reserve-gpus)",
     )
-    parser.add_argument(
-        "--seeds",
-        type=parse_seeds,
-        default=parse_seeds("42-51"),
-        help="seeds (non-negative), e.g. 42-51 or 42,43",
-    )
+    add_seeds(parser)
     parser.add_argument(
         "--load",
         type=number(float, POSITIVE),
@@ -159,12 +152,7 @@ def register(commands: Any) -> None:
         default=DEFAULT_MAX_WAIT_S,
         help="seconds (of the trace's clock) a pod may stay pending before it fails",
     )
-    parser.add_argument(
-        "--nodes",
-        type=named_by(node_list_path),
-        default=DEFAULT_NODE_LIST,
-        help="openb node list name or CSV path",
-    )
+    add_node_list(parser)
     parser.add_argument(
         "--checkpoint",
         type=existing_dir,
@@ -235,13 +223,8 @@ def register(commands: Any) -> None:
         help="with --predict-starts: place the pods ahead in the queue first (ahead), ignore them "
         "(ignore), or report both",
     )
-    parser.add_argument(
-        "--workers", type=number(int, COUNT), default=os.cpu_count() or 1, help="parallel processes"
-    )
-    parser.add_argument(
-        "--out", type=Path, default=Path("runs/timeline"), help="folder for summary.json and curves.png"
-    )
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_workers(parser)
+    add_outputs(parser, "runs/timeline", "folder for summary.json and curves.png")
     parser.set_defaults(handler=timeline)
 
 
