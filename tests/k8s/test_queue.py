@@ -123,6 +123,18 @@ def test_gated_pods_wait_until_their_gates_go() -> None:
     assert entry.pod.name == "g"
 
 
+def test_a_pod_waits_aside_until_its_templates_claim_is_created() -> None:
+    """kube's DynamicResources PreEnqueue: never tried (so never reported) before the
+    resourceclaim controller names the claim in the pod's status."""
+    q, _ = queue()
+    assert q.add(pod_from_manifest(_with_claim_status(None))) is QueueName.GATED
+    assert q.pop() is None
+    assert q.add(pod_from_manifest(_with_claim_status("p-gpu-x"))) is QueueName.ACTIVE
+    entry = q.pop()
+    assert entry is not None
+    assert entry.pod.resource_claims == ("p-gpu-x",)
+
+
 def test_readding_a_known_pod_updates_it_in_place() -> None:
     q, _ = queue()
     q.add(make_pod("p", cpu="1"))
@@ -158,7 +170,7 @@ def _status_only() -> dict[str, object]:
 # (first version, the update, where an unschedulable pod goes): kube's isPodUpdated,
 # which ignores the status except the claims it names.
 UPDATES = [
-    ("claim created", _with_claim_status(None), _with_claim_status("p-gpu-x"), QueueName.ACTIVE),
+    ("claims named", _with_claim_status("p-gpu-x"), _with_claim_status("p-gpu-y"), QueueName.ACTIVE),
     ("labels", pod_manifest("p"), _relabelled(), QueueName.ACTIVE),
     ("a status condition only", pod_manifest("p"), _status_only(), QueueName.UNSCHEDULABLE),
     ("the same pod again", pod_manifest("p"), pod_manifest("p"), QueueName.UNSCHEDULABLE),

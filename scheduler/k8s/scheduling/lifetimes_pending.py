@@ -113,6 +113,7 @@ def pending_rows(
     from scheduler.k8s.scheduling.cache import PodChange, SchedulerCache  # noqa: PLC0415
     from scheduler.k8s.scheduling.lifetimes import LiveLifetimes  # noqa: PLC0415
     from scheduler.k8s.scheduling.lifetimes_starts import StartPredictions, pods_ahead  # noqa: PLC0415
+    from scheduler.k8s.scheduling.queue import held_before_queue  # noqa: PLC0415
     from scheduler.plugins.filters.unsupported import Unsupported  # noqa: PLC0415
     from scheduler.plugins.registry import PLUGINS, ProfileContext, resolve_factory  # noqa: PLC0415
 
@@ -153,7 +154,7 @@ def pending_rows(
     for pod, created in order:
         if namespace is not None and pod.namespace != namespace:
             continue
-        gated = bool(pod.scheduling_gates)
+        gated = held_before_queue(pod)
         predicted = None
         if not gated:
             chosen = filters.setdefault(pod.scheduler_name, filters_of(pod.scheduler_name))

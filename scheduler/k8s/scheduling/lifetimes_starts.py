@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from scheduler.framework.plugin import FilterPlugin
+from scheduler.k8s.scheduling.queue import held_before_queue
 from scheduler.lifetimes.start_forecast import DEFAULT_MAX_AHEAD, DEFAULT_SAMPLES, forecast_start
 from scheduler.objects.pod import Pod
 from scheduler.state.cluster_state import ClusterState
@@ -108,12 +109,13 @@ def kube_part(message: str) -> str:
 def pods_ahead(pod: Pod, queued: Sequence[tuple[Pod, float]], limit: int = DEFAULT_MAX_AHEAD) -> list[Pod]:
     """The ``limit`` pods at the front of the queue that come before ``pod`` (higher
     priority, or the same and queued earlier), from ``(pod, first seen)`` pairs; the
-    pod's own first-seen time is among them."""
+    pod's own first-seen time is among them; pods held before the queue (gates, a claim
+    not created yet) are not ahead."""
     mine = next((seen for p, seen in queued if p.key == pod.key), math.inf)
     before = [
         (-p.priority, seen, p.key, p)
         for p, seen in queued
-        if p.key != pod.key and (-p.priority, seen) < (-pod.priority, mine) and not p.scheduling_gates
+        if p.key != pod.key and (-p.priority, seen) < (-pod.priority, mine) and not held_before_queue(p)
     ]
     before.sort(key=lambda item: item[:3])
     return [item[3] for item in before[:limit]]

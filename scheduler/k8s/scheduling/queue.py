@@ -9,8 +9,12 @@
   after 5 minutes. A pod that changes while it is being tried backs off instead of
   waiting as unschedulable (kube's in-flight events).
 
-Pods with scheduling gates wait aside ("gated") until the gates are removed. Pure
-logic with an injected clock: the operator drives it from watch events and its loop.
+Pods that kube's PreEnqueue plugins hold back wait aside ("gated"), never tried and
+never reported, until an update of the pod lets them in: pods with scheduling gates
+(SchedulingGates) and pods whose ResourceClaimTemplate's claim is not created yet
+(DynamicResources: the resourceclaim controller names it in the pod's
+``status.resourceClaimStatuses``). Pure logic with an injected clock: the operator
+drives it from watch events and its loop.
 """
 
 from __future__ import annotations
@@ -39,6 +43,11 @@ class QueueName(StrEnum):
     BACKOFF = "backoff"
     UNSCHEDULABLE = "unschedulable"
     GATED = "gated"
+
+
+def held_before_queue(pod: Pod) -> bool:
+    """kube's PreEnqueue: scheduling gates, or a template's claim not created yet."""
+    return bool(pod.scheduling_gates) or None in pod.resource_claims
 
 
 @dataclass
@@ -90,14 +99,14 @@ class SchedulingQueue:
             known.pod = pod
             if pod.key in self._in_flight:
                 known.changed_in_flight = known.changed_in_flight or changed
-            elif known.where is QueueName.GATED and not pod.scheduling_gates:
+            elif known.where is QueueName.GATED and not held_before_queue(pod):
                 self._activate(known)
             elif known.where is QueueName.UNSCHEDULABLE and changed:
                 self._to_backoff(known)
             return known.where
         entry = QueuedPod(pod, self.clock(), sequence=next(self._counter))
         self._pods[pod.key] = entry
-        if pod.scheduling_gates:
+        if held_before_queue(pod):
             entry.where = QueueName.GATED
         else:
             self._activate(entry)

@@ -3,8 +3,9 @@ allocatable on the node, as kube-scheduler v1.36's DynamicResources plugin decid
 (``pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go``), over the
 state's ``DraCatalog`` with the devices of every allocated or in-flight claim in use.
 
-PreFilter skips a pod without claims; a claim not created yet (a template's) is
-``pod "ns/name": ResourceClaim not created yet`` and one not known
+PreFilter skips a pod without claims; a claim not created yet (a template's; the
+queue holds such a pod back, as kube's PreEnqueue, so this is seen only when the pod is
+tried another way) is ``pod "ns/name": ResourceClaim not created yet`` and one not known
 ``resourceclaim.resource.k8s.io "name" not found``, both on every node and
 unresolvable, as kube's; a claim whose allocation by another pod is still being
 written (in flight) is ``resource claim ns/name is in the process of being
