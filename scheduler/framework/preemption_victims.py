@@ -3,14 +3,16 @@
 Follows kube-scheduler v1.36: ``SelectVictimsOnNode`` and ``filterPodsWithPDBViolation``
 (``plugins/defaultpreemption/default_preemption.go``), ``MoreImportantPod``
 (``pkg/scheduler/util``) and ``RunFilterPluginsWithNominatedPods`` (the framework
-runtime). kube dry-runs on copies of a node; here the state itself is changed and put
-back: every function leaves the ``ClusterState`` exactly as it found it (arrays, GPU
-shares and indices, the placement dicts and their order, node versions).
+runtime). kube dry-runs on copies of a node. Where only the node's requests can change
+the verdict (``preemption_reprieve``), the dry run is counted on a copy of the node's
+requested row; elsewhere the state itself is changed and put back: every function leaves
+the ``ClusterState`` exactly as it found it (arrays, GPU shares and indices, the
+placement dicts and their order, node versions).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import TracebackType
@@ -19,9 +21,15 @@ import numpy as np
 import numpy.typing as npt
 
 from scheduler.framework.plugin import CycleContext, FilterPlugin, run_pre_filters
+from scheduler.framework.preemption_reprieve import ResourceReprieve
 from scheduler.framework.status import SUCCESS, Code, Status
 from scheduler.objects.pod import Pod
 from scheduler.objects.selectors import LabelSelector
+from scheduler.plugins.filters.node_affinity import NodeAffinity
+from scheduler.plugins.filters.node_name import NodeName
+from scheduler.plugins.filters.node_unschedulable import NodeUnschedulable
+from scheduler.plugins.filters.taint_toleration import TaintToleration
+from scheduler.plugins.filters.unsupported import Unsupported
 from scheduler.state.cluster_state import BoolArray, ClusterState, GpuUse, IntArray, Placement
 from scheduler.state.gpu_fit import gpus_fitting
 
@@ -274,6 +282,25 @@ class _Eviction:
         state.node_version[row] = self._version
 
 
+# Filters whose PreFilter and Filter read only the pod and the node object, never other
+# pods: on one node, for one pod, their verdict is the same whichever pods are placed.
+NODE_ONLY_FILTERS: tuple[type, ...] = (
+    Unsupported,
+    NodeUnschedulable,
+    NodeName,
+    TaintToleration,
+    NodeAffinity,
+)
+
+
+def pod_dependent_filters(filters: Sequence[FilterPlugin]) -> list[FilterPlugin]:
+    """``filters`` without the node-only ones (``NODE_ONLY_FILTERS``), in order. Once the
+    whole pipeline has passed a pod on a node, whether it still passes there after pods
+    come and go is whether these pass: the others pass again, and a reprieve reads only
+    the verdict, not which plugin gave it."""
+    return [plugin for plugin in filters if type(plugin) not in NODE_ONLY_FILTERS]
+
+
 @dataclass(frozen=True, slots=True)
 class Victims:
     """The pods to evict from a node, most important first, and how many of them
@@ -311,29 +338,55 @@ def select_victims_on_node(
     potential = [p for p in state.pods_on_node[row].values() if p.priority < pod.priority]
     if not potential:
         return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (NO_VICTIMS,))
-    victims: list[Pod] = []
-    num_violating = 0
+    # The node-only filters pass the pod again once it passed the node whole.
+    reprieve_filters = pod_dependent_filters(filters)
+    counted = ResourceReprieve.applies(
+        state, reprieve_filters, pod, row, potential, nominated, namespace_labels
+    )
+    if counted is not None and node_status(state, counted.unaffected(filters), pod, row, namespace_labels).ok:
+        # The filters besides NodeResourcesFit pass here, and say the same with the pods
+        # off: step 2 and each reprieve are counted, and the state is not touched.
+        status = counted.status()
+        if not status.ok:
+            return status
+        return _reprieve_in_order(potential, pdbs, now, counted.add_back)
     with _Eviction(state, row) as eviction:
         for victim in potential:
             eviction.remove(victim.key)
         status = run_filters_with_nominated_pods(state, filters, pod, row, nominated, namespace_labels)
         if not status.ok:
             return status
-        violating, non_violating = split_by_pdb_violation(by_importance(potential, now), pdbs)
 
-        def reprieve(candidate: Pod) -> bool:
+        def fits_back(candidate: Pod) -> bool:
             eviction.restore(candidate.key)
-            fits = run_filters_with_nominated_pods(state, filters, pod, row, nominated, namespace_labels).ok
+            fits = run_filters_with_nominated_pods(
+                state, reprieve_filters, pod, row, nominated, namespace_labels
+            ).ok
             if not fits:
                 eviction.remove(candidate.key)
-                victims.append(candidate)
             return fits
 
-        for candidate in violating:
-            if not reprieve(candidate):
-                num_violating += 1
-        for candidate in non_violating:
-            reprieve(candidate)
+        return _reprieve_in_order(potential, pdbs, now, fits_back)
+
+
+def _reprieve_in_order(
+    potential: Sequence[Pod],
+    pdbs: Sequence[PodDisruptionBudget],
+    now: float,
+    fits_back: Callable[[Pod], bool],
+) -> Victims:
+    """Steps 3 to 5 of ``select_victims_on_node``: ``fits_back`` adds a pod back and says
+    whether the pod being scheduled still fits (a pod after which it does not stays off)."""
+    violating, non_violating = split_by_pdb_violation(by_importance(potential, now), pdbs)
+    victims: list[Pod] = []
+    num_violating = 0
+    for candidate in violating:
+        if not fits_back(candidate):
+            victims.append(candidate)
+            num_violating += 1
+    for candidate in non_violating:
+        if not fits_back(candidate):
+            victims.append(candidate)
     if violating and non_violating:
         victims = by_importance(victims, now)
     return Victims(tuple(victims), num_violating)

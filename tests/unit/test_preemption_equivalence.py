@@ -1,0 +1,226 @@
+"""The dry run as it is against the one it replaced (``preemption_reference``): on random
+clusters (priorities, taints, cordons, zones, GPUs, inter-pod affinity and anti-affinity,
+PodDisruptionBudgets, nominated pods) both must choose the same victims in the same
+order on every node, the same candidate and nominations, with the same messages, and
+leave the state exactly as it was."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import numpy as np
+import pytest
+
+from scheduler.framework.preemption import filter_with_nominated_pods, preempt
+from scheduler.framework.preemption_reprieve import ResourceReprieve
+from scheduler.framework.preemption_victims import (
+    PodDisruptionBudget,
+    Victims,
+    node_status,
+    select_victims_on_node,
+)
+from scheduler.framework.status import Status
+from scheduler.objects.pod import Pod
+from scheduler.objects.selectors import LabelSelector
+from scheduler.plugins.profiles import default_filters
+from scheduler.state.cluster_state import ClusterState
+from scheduler.state.gpu_fit import gpus_fitting
+from tests.builders import make_node, make_pod
+from tests.unit import preemption_reference as reference
+from tests.unit.test_preemption import snapshot
+
+FILTERS = default_filters()
+NOW = 1_717_200_000.0
+APPS = ("a", "b", "db")
+ZONES = ("z1", "z2")
+# Some preemptors do not fit even with every lower-priority pod gone, some not on any node.
+PREEMPTOR_CPUS = ("500m", "1", "2", "3", "6")
+
+
+def random_affinity(rng: random.Random) -> dict[str, Any] | None:
+    """Sometimes a required pod affinity or anti-affinity to one app, by host or zone."""
+    kind = rng.choice((None, None, "podAffinity", "podAntiAffinity"))
+    if kind is None:
+        return None
+    term = {
+        "labelSelector": {"matchLabels": {"app": rng.choice(APPS)}},
+        "topologyKey": rng.choice(("kubernetes.io/hostname", "topology.kubernetes.io/zone")),
+    }
+    return {kind: {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+
+
+def random_pod(
+    rng: random.Random,
+    name: str,
+    priority: int,
+    cpus: tuple[str, ...] = ("500m", "1", "1500m", "2"),
+    **kwargs: Any,
+) -> Pod:
+    gpu: dict[str, Any] = {}
+    if rng.random() < 0.25:
+        gpu = {"gpus": 1, "gpu_milli": rng.choice((None, 300, 600))}
+    return make_pod(
+        name,
+        priority=priority,
+        cpu=rng.choice(cpus),
+        memory=rng.choice(("256Mi", "1Gi")),
+        labels={"app": rng.choice(APPS)},
+        affinity=random_affinity(rng),
+        start_time=rng.choice((None, "2024-01-01T00:00:00Z", "2024-05-01T00:00:00Z")),
+        **gpu,
+        **kwargs,
+    )
+
+
+def random_cluster(rng: random.Random) -> ClusterState:
+    nodes = []
+    for i in range(rng.randint(2, 7)):
+        taints = [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}] if rng.random() < 0.15 else []
+        nodes.append(
+            make_node(
+                f"n{i}",
+                cpu=rng.choice(("2", "4")),
+                memory="8Gi",
+                pods=rng.choice((110, 110, 3)),
+                gpus=rng.choice((0, 0, 1, 2)),
+                model="T4",
+                labels={"topology.kubernetes.io/zone": rng.choice(ZONES)},
+                taints=taints,
+                unschedulable=rng.random() < 0.1,
+            )
+        )
+    state = ClusterState(nodes)
+    for k in range(rng.randint(3, 16)):
+        pod = random_pod(rng, f"p{k}", rng.randint(0, 6), tolerations=[{"operator": "Exists"}])
+        row = rng.randrange(len(state))
+        if not node_status(state, FILTERS, pod, row).ok:
+            continue
+        gpus: tuple[int, ...] = ()
+        if pod.gpu.count:
+            fits = gpus_fitting(state, np.array([row], np.int64), pod.gpu)[0]
+            gpus = tuple(int(g) for g in np.flatnonzero(fits)[: pod.gpu.count])
+        state.place(pod, state.nodes[row].name, gpus)
+    return state
+
+
+def random_budgets(rng: random.Random) -> list[PodDisruptionBudget]:
+    return [
+        PodDisruptionBudget("default", f"pdb-{app}", LabelSelector((("app", app),)), rng.randint(0, 2))
+        for app in APPS
+        if rng.random() < 0.4
+    ]
+
+
+def random_nominated(rng: random.Random, state: ClusterState) -> list[Pod]:
+    return [
+        random_pod(rng, f"nominated{k}", rng.randint(0, 9), nominated_node_name=rng.choice(state.node_names))
+        for k in range(rng.choice((0, 0, 1, 2)))
+    ]
+
+
+def groups(state: ClusterState) -> tuple[Any, ...]:
+    """The pod groups the affinity plugins read: which pods alike sit on which node. Their
+    order is left out: the reference takes pods off and places them back, which moves
+    them to the end of their groups; the dry run as it is may not touch them at all."""
+    pod_groups = state.pod_groups
+    return (
+        {key: dict(group.on_node) for key, group in pod_groups.by_labels.items()},
+        {key: dict(group.on_node) for key, group in pod_groups.with_terms.items()},
+        pod_groups.with_required_anti,
+    )
+
+
+@pytest.mark.parametrize("seed", range(400))
+def test_the_dry_run_decides_as_the_reference_does(seed: int) -> None:
+    # Two equal clusters: the reference runs on one, the dry run as it is on the other.
+    rng = random.Random(seed)
+    state = random_cluster(rng)
+    theirs_state = random_cluster(random.Random(seed))
+    pdbs = random_budgets(rng)
+    nominated = random_nominated(rng, state)
+    tolerations = [{"operator": "Exists"}] if rng.random() < 0.5 else []
+    pod = random_pod(rng, "preemptor", rng.randint(3, 9), PREEMPTOR_CPUS, tolerations=tolerations)
+    expected_victims = [
+        reference.select_victims_on_node(theirs_state, FILTERS, pod, name, pdbs, nominated=nominated, now=NOW)
+        for name in theirs_state.node_names
+    ]
+    statuses = filter_with_nominated_pods(theirs_state, FILTERS, pod, nominated)
+    expected = reference.preempt(
+        theirs_state,
+        FILTERS,
+        pod,
+        statuses,
+        np.random.default_rng(seed),
+        pdbs=pdbs,
+        nominated=nominated,
+        now=NOW,
+    )
+    for name, theirs in zip(state.node_names, expected_victims, strict=True):
+        ours = select_victims_on_node(state, FILTERS, pod, name, pdbs, nominated=nominated, now=NOW)
+        assert ours == theirs, name
+    statuses = filter_with_nominated_pods(state, FILTERS, pod, nominated)
+    outcome = preempt(
+        state, FILTERS, pod, statuses, np.random.default_rng(seed), pdbs=pdbs, nominated=nominated, now=NOW
+    )
+    assert outcome == expected
+    # Left as the reference leaves it (which test_preemption holds to "as it was").
+    assert snapshot(state) == snapshot(theirs_state)
+    assert groups(state) == groups(theirs_state)
+
+
+def test_both_ways_of_reprieving_are_exercised(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The random clusters reach reprieves counted in requests (with the pod fitting once
+    the pods are off and not) and reprieves that must run the filters (affinity, GPUs,
+    nominated pods), so the table above holds all of them."""
+    paths: list[bool] = []
+    counted: list[bool] = []
+    applies, status = ResourceReprieve.applies, ResourceReprieve.status
+
+    def spy_applies(*args: Any, **kwargs: Any) -> ResourceReprieve | None:
+        result = applies(*args, **kwargs)
+        paths.append(result is not None)
+        return result
+
+    def spy_status(self: ResourceReprieve) -> Status:
+        result = status(self)
+        counted.append(result.ok)
+        return result
+
+    monkeypatch.setattr(ResourceReprieve, "applies", staticmethod(spy_applies))
+    monkeypatch.setattr(ResourceReprieve, "status", spy_status)
+    for seed in range(100):
+        test_the_dry_run_decides_as_the_reference_does(seed)
+    assert paths.count(True) >= 25, paths.count(True)
+    assert paths.count(False) >= 25, paths.count(False)
+    assert counted.count(True) >= 10, counted.count(True)
+    assert counted.count(False) >= 10, counted.count(False)
+
+
+def test_the_random_clusters_reach_every_kind_of_outcome() -> None:
+    """The table above is not vacuous: its clusters give victims, PDB violations,
+    failures the filters explain and nodes with no victims."""
+    seen: set[str] = set()
+    for seed in range(400):
+        rng = random.Random(seed)
+        state = random_cluster(rng)
+        pdbs = random_budgets(rng)
+        nominated = random_nominated(rng, state)
+        tolerations = [{"operator": "Exists"}] if rng.random() < 0.5 else []
+        pod = random_pod(rng, "preemptor", rng.randint(3, 9), PREEMPTOR_CPUS, tolerations=tolerations)
+        for name in state.node_names:
+            result = select_victims_on_node(state, FILTERS, pod, name, pdbs, nominated=nominated, now=NOW)
+            if isinstance(result, Victims):
+                seen.add("violations" if result.num_pdb_violations else "victims")
+                if len(result.pods) < len(
+                    [
+                        p
+                        for p in state.pods_on_node[state.node_index[name]].values()
+                        if p.priority < pod.priority
+                    ]
+                ):
+                    seen.add("reprieved")
+            else:
+                seen.add(result.reasons[0] if result.reasons else str(result.code))
+    assert {"victims", "violations", "reprieved"} <= seen
+    assert len(seen) >= 6, seen
