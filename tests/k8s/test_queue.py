@@ -209,7 +209,7 @@ def test_an_update_while_the_pod_is_tried(
     assert q.failed(entry.pod.key, frozenset({"DynamicResources"}), unschedulable=True) is expected
 
 
-def test_an_update_of_a_pod_still_backing_off_waits_out_its_backoff() -> None:
+def test_an_update_of_a_pod_still_backing_off_moves_it_to_backoff() -> None:
     q, clock = queue()
     q.add(make_pod("p", cpu="1"))
     entry = q.pop()
@@ -217,11 +217,40 @@ def test_an_update_of_a_pod_still_backing_off_waits_out_its_backoff() -> None:
     q.failed(entry.pod.key, frozenset({"NodeResourcesFit"}), unschedulable=True)
     clock.now += 0.5
     assert q.add(make_pod("p", cpu="2")) is QueueName.BACKOFF
-    assert q.pop() is None
-    clock.now += 0.6
-    popped = q.pop()
+    popped = q.pop()  # nothing active: taken from backoff at once (PopFromBackoffQ)
     assert popped is not None
     assert popped.pod.cpu_milli == 2000
+
+
+# (what the backoff pod's last attempt was, another pod active, what pop hands out
+# 0.5 s later, within its 1 s backoff): kube's SchedulerPopFromBackoffQ.
+POP_FROM_BACKOFF = [
+    ("unschedulable, nothing active", True, False, ["first"]),
+    ("unschedulable, another active", True, True, ["second", "first"]),
+    ("an error, nothing active", False, False, []),
+    ("an error, another active", False, True, ["second"]),
+]
+
+
+@pytest.mark.parametrize(
+    ("unschedulable", "another", "handed_out"),
+    [row[1:] for row in POP_FROM_BACKOFF],
+    ids=[row[0] for row in POP_FROM_BACKOFF],
+)
+def test_a_backoff_pod_is_tried_early_when_nothing_is_active(
+    unschedulable: bool, another: bool, handed_out: list[str]
+) -> None:
+    q, clock = queue()
+    q.add(make_pod("first"))
+    entry = q.pop()
+    assert entry is not None
+    q.move_all_to_active_or_backoff()  # a change while it was tried: it backs off
+    assert q.failed(entry.pod.key, frozenset({"X"}), unschedulable=unschedulable) is QueueName.BACKOFF
+    if another:
+        q.add(make_pod("second"))
+    clock.now += 0.5
+    assert q.next_ready_in() == (0.0 if handed_out else pytest.approx(0.5))
+    assert keys(q) == handed_out
 
 
 def parked(q: SchedulingQueue, *names: str) -> None:

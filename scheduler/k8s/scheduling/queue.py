@@ -2,6 +2,8 @@
 
 - active: pods ready to be tried, highest priority first, then first come;
 - backoff: pods that failed recently and wait ``1 s * 2**(attempts-1)``, at most 10 s;
+  when no pod is active, the one whose backoff ends first is tried at once, unless it
+  failed with an error (kube's SchedulerPopFromBackoffQ, on by default since 1.33);
 - unschedulable: pods no node could take; they move back when the cluster changes
   in a way that could help (a node added or changed, a pod deleted), when the pod
   itself changes in what the scheduler reads (its spec, labels, or the claims
@@ -65,6 +67,9 @@ class QueuedPod:
     move_cycle: int = 0
     # The pod changed while it was being tried: a failure backs off, not parks.
     changed_in_flight: bool = False
+    # Its last attempt ended in an error (kube's podErrorBackoffQ): it waits out its
+    # backoff even when nothing else is ready.
+    errored: bool = False
 
     def backoff_s(self) -> float:
         if self.attempts <= 0:
@@ -124,19 +129,41 @@ class SchedulingQueue:
     # ---- scheduling loop ------------------------------------------------------
 
     def pop(self) -> QueuedPod | None:
-        """The next pod to try, or None when none is ready."""
+        """The next pod to try, or None when none is ready: the first active pod, else
+        the unschedulable-and-moved pod whose backoff ends first (kube's
+        SchedulerPopFromBackoffQ)."""
         self.flush()
         while self._active:
             _, sequence, key = heapq.heappop(self._active)
             entry = self._pods.get(key)
             if entry is None or entry.where is not QueueName.ACTIVE or entry.sequence != sequence:
                 continue  # stale heap entry
-            del self._pods[key]
-            entry.attempts += 1
-            self._in_flight[key] = entry
-            entry.move_cycle = self._move_cycle
-            return entry
-        return None
+            return self._hand_out(entry)
+        early = self._first_in_backoff()
+        return None if early is None else self._hand_out(early)
+
+    def _hand_out(self, entry: QueuedPod) -> QueuedPod:
+        del self._pods[entry.pod.key]  # its heap entries go stale
+        entry.attempts += 1
+        self._in_flight[entry.pod.key] = entry
+        entry.move_cycle = self._move_cycle
+        return entry
+
+    def _first_in_backoff(self) -> QueuedPod | None:
+        """The backoff pod, not one that errored, whose backoff ends first (then by
+        priority and arrival, as the active pool orders them)."""
+        best: tuple[float, int, int] | None = None
+        chosen = None
+        for until, sequence, key in self._backoff:
+            entry = self._pods.get(key)
+            if entry is None or entry.where is not QueueName.BACKOFF or entry.sequence != sequence:
+                continue
+            if entry.errored:
+                continue
+            rank = (until, -entry.pod.priority, sequence)
+            if best is None or rank < best:
+                best, chosen = rank, entry
+        return chosen
 
     def take(self, key: str) -> QueuedPod | None:
         """Hand out this pod now, from whichever pool it waits in (a gang's members are
@@ -144,11 +171,7 @@ class SchedulingQueue:
         entry = self._pods.get(key)
         if entry is None or entry.where is QueueName.GATED:
             return None
-        del self._pods[key]  # its heap entries go stale
-        entry.attempts += 1
-        self._in_flight[key] = entry
-        entry.move_cycle = self._move_cycle
-        return entry
+        return self._hand_out(entry)
 
     def done(self, key: str) -> QueuedPod | None:
         """The pod was bound: it leaves the queue for good."""
@@ -162,6 +185,7 @@ class SchedulingQueue:
             return None  # deleted meanwhile
         entry.failed_at = self.clock()
         entry.rejected_by = rejected_by
+        entry.errored = not unschedulable
         changed_meanwhile = entry.move_cycle != self._move_cycle or entry.changed_in_flight
         entry.changed_in_flight = False
         if unschedulable and not changed_meanwhile:
@@ -210,8 +234,9 @@ class SchedulingQueue:
                 self._to_backoff(entry)
 
     def next_ready_in(self) -> float | None:
-        """Seconds until a backoff pod becomes active (None if none waits)."""
-        if self._active:
+        """Seconds until a backoff pod becomes active (None if none waits); 0 while
+        one that did not error waits in backoff (``pop`` takes it)."""
+        if self._active or self._first_in_backoff() is not None:
             return 0.0
         while self._backoff:
             until, sequence, key = self._backoff[0]
