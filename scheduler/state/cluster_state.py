@@ -207,8 +207,7 @@ class ClusterState:
         self._gpu_model_id[i] = self._model_id(node.gpu_model)
         self._touch(i)
 
-    def _reset_gpus(self, i: int) -> None:
-        """Node ``i``'s GPUs all free."""
+    def _zero_gpu_rows(self, i: int) -> None:
         for array in (
             self._gpu_free_milli,
             self._gpu_memory,
@@ -217,6 +216,10 @@ class ClusterState:
             self._gpu_free_slots,
         ):
             array[i] = 0
+
+    def _reset_gpus(self, i: int) -> None:
+        """Node ``i``'s GPUs all free."""
+        self._zero_gpu_rows(i)
         self._free_gpus(i)
 
     def _free_gpus(self, i: int) -> None:
@@ -344,14 +347,7 @@ class ClusterState:
     def _write_dra_gpus(self, i: int) -> None:
         """Node ``i``'s GPU rows from ``dra_gpus``: whole GPUs, free or taken."""
         model, free = self.dra_gpus.get(self.nodes[i].name, ("", ()))
-        for array in (
-            self._gpu_free_milli,
-            self._gpu_memory,
-            self._gpu_free_memory,
-            self._gpu_slots,
-            self._gpu_free_slots,
-        ):
-            array[i] = 0
+        self._zero_gpu_rows(i)
         count = len(free)
         self._gpu_count[i] = count
         self._gpu_sharing[i] = False
