@@ -1,4 +1,5 @@
-"""Every reader of what the API server returns, fuzzed: a manifest with fields
+"""Every reader of what the API server returns (pods, nodes, volumes, PodGroups,
+PodDisruptionBudgets, policy versions and channels), fuzzed: a manifest with fields
 omitted or replaced by any value of their JSON type (quantities, dates, labels and
 annotations of any length and exponent among them) is read or refused with our input
 error, never another exception, and within a time and memory bound. The cluster tier checks the same
@@ -7,6 +8,8 @@ readers on what the API server itself accepts and stores
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -18,6 +21,7 @@ from hypothesis import strategies as st
 
 from scheduler.errors import SchedulerInputError
 from scheduler.k8s.client.node_protobuf import ProtobufError, decode_node_list
+from scheduler.k8s.scheduling.budgets import budget_from_manifest
 from scheduler.k8s.scheduling.cache import hami_usage
 from scheduler.objects.node_manifest import node_from_manifest
 from scheduler.objects.pod_group import pod_group_from_manifest
@@ -28,6 +32,7 @@ from scheduler.objects.volume_manifest import (
     storage_class_from_manifest,
     volume_from_manifest,
 )
+from scheduler.online.store_crd import decode_version, pointed_version
 from scheduler.resources.hami import (
     DEVICES_ALLOCATED,
     VGPU_NODE,
@@ -174,6 +179,24 @@ def rich_pod() -> dict[str, Any]:
     return manifest
 
 
+def policy_version() -> dict[str, Any]:
+    """A PolicyVersion of one file, its digest right (``scheduler.online.store_crd``)."""
+    manifest = b'{"stage": "es"}'
+    return {
+        "metadata": {"namespace": "rl", "name": "rl-scheduler-v000001"},
+        "spec": {
+            "version": "v000001",
+            "files": [
+                {
+                    "path": "manifest.json",
+                    "sha256": hashlib.sha256(manifest).hexdigest(),
+                    "data": base64.b64encode(manifest).decode(),
+                }
+            ],
+        },
+    }
+
+
 READERS: list[tuple[str, Callable[[Any], object], Callable[[], Any]]] = [
     ("pod", pod_from_manifest, rich_pod),
     (
@@ -201,6 +224,24 @@ READERS: list[tuple[str, Callable[[Any], object], Callable[[], Any]]] = [
         lambda: {
             "metadata": {"namespace": "t", "name": "g"},
             "spec": {"minMember": 3, "minResources": {"cpu": "2"}, "scheduleTimeoutSeconds": 60},
+        },
+    ),
+    (
+        "poddisruptionbudget",
+        budget_from_manifest,
+        lambda: {
+            "metadata": {"namespace": "t", "name": "b"},
+            "spec": {"selector": {"matchLabels": {"app": "a"}}},
+            "status": {"disruptionsAllowed": 1, "disruptedPods": {"p": "2024-01-01T00:00:00Z"}},
+        },
+    ),
+    ("policyversion", decode_version, policy_version),
+    (
+        "policychannel",
+        pointed_version,
+        lambda: {
+            "metadata": {"namespace": "rl", "name": "rl-scheduler"},
+            "spec": {"currentVersion": "v000001"},
         },
     ),
 ]
