@@ -37,6 +37,7 @@ import datetime as dt
 import json
 import math
 import os
+import re
 import signal
 import socket
 import statistics
@@ -217,12 +218,19 @@ def free_port() -> int:
 
 
 def make_scheduler(variant: str, args: argparse.Namespace) -> SchedulerUnderTest:
-    scheduler_name = f"bench-{variant}"
+    """A scheduler by name; ``<profile>@<checkout>`` runs rl-scheduler from another
+    checkout (``fgd-reserve@/tmp/base``), so two versions are compared in one run."""
+    profile, _, checkout = variant.partition("@")
+    suffix = re.sub(r"[^a-z0-9-]+", "-", Path(checkout).name.lower()).strip("-") if checkout else ""
+    scheduler_name = f"bench-{profile}" + (f"-{suffix or 'checkout'}" if checkout else "")
     if variant == "kube-scheduler":
         return KubeScheduler(scheduler_name, Binaries.in_cache().kube_scheduler)
     if variant in ("null", "null-events"):
         return NullBinder(scheduler_name, events=variant == "null-events")
-    return RlScheduler(scheduler_name, variant, args.checkpoint if variant == "gnn" else None)
+    where = Path(checkout).resolve() if checkout else None
+    if where is not None and not (where / "scheduler" / "cli.py").is_file():
+        raise SystemExit(f"--schedulers: {variant}: {where} is not a checkout of rl-scheduler")
+    return RlScheduler(scheduler_name, profile, args.checkpoint if profile == "gnn" else None, where)
 
 
 def wait_all_bound(scheduler: SchedulerUnderTest, watcher: BindWatcher, pods: int, timeout_s: float) -> float:

@@ -145,6 +145,7 @@ class SchedulerUnderTest:
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path: Path | None = None
         self.context: RunContext | None = None
+        self.cwd = REPO
 
     @property
     def label(self) -> str:
@@ -164,7 +165,7 @@ class SchedulerUnderTest:
         }
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                self.command(context), stdout=log, stderr=subprocess.STDOUT, env=environment, cwd=REPO
+                self.command(context), stdout=log, stderr=subprocess.STDOUT, env=environment, cwd=self.cwd
             )
         return self.process.pid
 
@@ -275,22 +276,30 @@ class KubeScheduler(SchedulerUnderTest):
 
 
 class RlScheduler(SchedulerUnderTest):
-    """``rl-scheduler run --profile <profile>`` without leader election (as kube-scheduler)."""
+    """``rl-scheduler run --profile <profile>`` without leader election (as kube-scheduler),
+    from this checkout or from ``checkout`` (another worktree, to compare two versions of
+    the scheduler in one run; same virtualenv)."""
 
     kind = "rl-scheduler"
 
-    def __init__(self, scheduler_name: str, profile: str, checkpoint: Path | None = None) -> None:
+    def __init__(
+        self, scheduler_name: str, profile: str, checkpoint: Path | None = None, checkout: Path | None = None
+    ) -> None:
         super().__init__(scheduler_name)
         self.profile = profile
         self.checkpoint = checkpoint
+        self.checkout = checkout
+        if checkout is not None:
+            self.cwd = checkout
         self._ran = ""
 
     @property
     def label(self) -> str:
-        return f"rl-scheduler {self.profile}"
+        where = f"@{self.checkout}" if self.checkout is not None else ""
+        return f"rl-scheduler {self.profile}{where}"
 
     def start(self, context: RunContext) -> int:
-        compile_sources()
+        compile_sources(self.cwd / "scheduler")
         return super().start(context)
 
     def command(self, context: RunContext) -> list[str]:
@@ -338,13 +347,13 @@ class RlScheduler(SchedulerUnderTest):
         return self._ran or self.label
 
 
-def compile_sources() -> None:
+def compile_sources(package: Path | None = None) -> None:
     """The scheduler package's bytecode, as the image has it (pip compiles what it
     installs): with ``PYTHONDONTWRITEBYTECODE`` set, a source checkout would otherwise
     compile every module at each start (0.3 s of CPU before the first bind). Modules
     whose bytecode is current are skipped. Where it cannot be written (a read-only
     checkout), the run goes on and says that its starts include compiling."""
-    package = Path(scheduler.__file__).parent
+    package = Path(scheduler.__file__).parent if package is None else package
     if not compileall.compile_dir(package, quiet=2):
         print(
             f"\n  warning: {package}: bytecode not written; rl-scheduler's starts include compiling it",
