@@ -230,7 +230,7 @@ def measure(shared: CaseCluster, args: argparse.Namespace, result: RunResult) ->
         if not the_plan.barrier_stage:  # made before the scheduler starts, so creation does not pace it
             create_all(core, pods)
         watcher.start()
-        run_dir = shared.workdir / f"{result.scheduler}-{result.round}"
+        run_dir = shared.workdir / f"{scheduler.scheduler_name}-{result.round}"
         run_dir.mkdir(exist_ok=True)
         scheduler.start(RunContext(shared.kubeconfig, qps, burst, run_dir, free_port()))
         if the_plan.barrier_stage:
