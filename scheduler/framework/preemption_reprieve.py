@@ -4,16 +4,22 @@ Once every lower-priority pod is off a node and the pod passes there, kube's
 ``SelectVictimsOnNode`` adds them back one at a time and keeps each after which the pod
 still fits. Where nothing but the node's requests can change that verdict, the verdict is
 NodeResourcesFit's arithmetic on the node's requested row less the pods taken off plus
-those kept so far: the other filters run once, on the state as it is, and nothing is
-taken off the state. That holds (``ResourceReprieve.applies``) when:
+those kept so far, plus the pods nominated to the node that count for the pod (kube's
+pass with nominated pods places them; requests only add up, so the pass without them
+passes whenever that one does): the other filters run once, on the state as it is, and
+nothing is taken off or placed on the state. That holds (``ResourceReprieve.applies``)
+when:
 
-- no pod is nominated to the node (their pass would place them);
 - every filter left after the node-only ones is NodeResourcesFit, InterPodAffinity, or one
   that skipped the pod on grounds that never read placed pods (no host ports, no GPUs,
   no volumes the catalogs constrain, no DoNotSchedule spread, no resource claims);
 - InterPodAffinity can only say what it said already: the pod has no required affinity
-  or anti-affinity term and none of the pods added back has required anti-affinity, so
-  the existing pods' anti-affinity it checks is what it was when the pod passed.
+  or anti-affinity term and none of the pods added back or nominated has required
+  anti-affinity, so the existing pods' anti-affinity it checks is what it was when the
+  pod passed.
+
+``preemption.filter_with_nominated_pods`` counts the nominated pods the same way when it
+filters a pod on a node that has some.
 
 Otherwise, or where those other filters reject the node, the caller takes the pods off
 the state and runs the filters for each reprieve. tests/unit/test_preemption_equivalence.py
@@ -23,6 +29,7 @@ holds both to the dry run that always did (tests/unit/preemption_reference.py).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from scheduler.framework.plugin import CycleContext, FilterPlugin
 from scheduler.framework.status import SUCCESS, Code, Status
@@ -58,44 +65,45 @@ SKIP_READS_NO_PODS: tuple[type, ...] = (
 )
 
 
-class ResourceReprieve:
-    """NodeResourcesFit's verdict on one node as pods are added back, kept as the node's
-    requested row (``requested``) with the pods kept so far."""
+@dataclass(frozen=True, slots=True)
+class FitChecks:
+    """What NodeResourcesFit checks for one pod, made once per cycle: for each instance,
+    (resource, column, amount) in the pod's order (a missing column fails as the plugin
+    does); ``counted`` says whether, for this pod, nothing but NodeResourcesFit among the
+    filters reads the pods taken off, added back or nominated (``counted_fits``)."""
 
-    def __init__(
-        self,
+    fit_plugins: tuple[NodeResourcesFit, ...]
+    checks: tuple[tuple[tuple[str, int | None, int], ...], ...]
+    pods_column: int
+    counted: bool
+
+    @staticmethod
+    def of(
         state: ClusterState,
-        fits: Sequence[NodeResourcesFit],
+        filters: Sequence[FilterPlugin],
         pod: Pod,
-        row: int,
-        taken_off: Sequence[Pod],
-    ) -> None:
-        self.fit_plugins = tuple(fits)
-        self.allocatable: IntArray = state.allocatable[row]
-        self.pods_column = state.resource_index[PODS]
-        self.vectors = {p.key: state.request_vector(p) for p in taken_off}
-        self.requested: IntArray = state.requested[row] - sum(self.vectors.values())
-        # (resource, column, amount) each plugin checks, in the pod's order; a missing
-        # column fails as the plugin does.
-        self.checks: list[list[tuple[str, int | None, int]]] = [
-            [
+        namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> FitChecks:
+        """``filters``: the node-only ones left out (``pod_dependent_filters``)."""
+        fits = counted_fits(state, filters, pod, namespace_labels)
+        plugins = tuple(fits or ())
+        checks = tuple(
+            tuple(
                 (name, state.resource_index.get(name), amount)
                 for name, amount in pod.requests.items()
                 if amount > 0 and name not in fit.ignored_resources and is_checked_resource(name)
-            ]
-            for fit in fits
-        ]
+            )
+            for fit in plugins
+        )
+        return FitChecks(plugins, checks, state.resource_index[PODS], fits is not None)
 
     def unaffected(self, filters: Sequence[FilterPlugin]) -> list[FilterPlugin]:
-        """``filters`` but NodeResourcesFit: the ones whose verdict the pods taken off
-        and added back do not change."""
+        """``filters`` but NodeResourcesFit: the ones whose verdict the pods taken off,
+        added back or nominated do not change."""
         return [plugin for plugin in filters if all(plugin is not fit for fit in self.fit_plugins)]
 
-    def fits(self, requested: IntArray | None = None) -> bool:
-        """NodeResourcesFit's verdict (every instance's) with the node's requested row
-        ``requested`` (default: the pods kept so far)."""
-        requested = self.requested if requested is None else requested
-        allocatable = self.allocatable
+    def fits(self, allocatable: IntArray, requested: IntArray) -> bool:
+        """NodeResourcesFit's verdict (every instance's) on a node with ``requested``."""
         if requested[self.pods_column] + 1 > allocatable[self.pods_column]:
             return False
         for checks in self.checks:
@@ -104,12 +112,11 @@ class ResourceReprieve:
                     return False
         return True
 
-    def status(self) -> Status:
-        """What the filters say on the node with the pods kept so far, given that every
-        filter but NodeResourcesFit passes it: the first instance that rejects it, with
-        its reasons in its order and the strongest of their codes, as ``run_filter_pass``
+    def status(self, allocatable: IntArray, requested: IntArray) -> Status:
+        """What the filters say on a node with ``requested``, given that every filter
+        but NodeResourcesFit passes it: the first instance that rejects it, with its
+        reasons in its order and the strongest of their codes, as ``run_filter_pass``
         reports a node."""
-        requested, allocatable = self.requested, self.allocatable
         full = bool(requested[self.pods_column] + 1 > allocatable[self.pods_column])
         for checks in self.checks:
             rejections: list[tuple[str, Code]] = [(TOO_MANY_PODS, Code.UNSCHEDULABLE)] if full else []
@@ -123,6 +130,39 @@ class ResourceReprieve:
             if rejections:
                 return Status(max(code for _, code in rejections), tuple(reason for reason, _ in rejections))
         return SUCCESS
+
+
+class ResourceReprieve:
+    """NodeResourcesFit's verdict on one node as pods are added back, kept as the node's
+    requested row (``requested``) with the pods kept so far and the nominated peers."""
+
+    def __init__(
+        self,
+        state: ClusterState,
+        checks: FitChecks,
+        row: int,
+        taken_off: Sequence[Pod],
+        nominated: Sequence[Pod] = (),
+    ) -> None:
+        self.checks = checks
+        self.allocatable: IntArray = state.allocatable[row]
+        self.vectors = {p.key: state.request_vector(p) for p in taken_off}
+        requested = state.requested[row] - sum(self.vectors.values())
+        for peer in nominated:
+            requested = requested + state.request_vector(peer)
+        self.requested: IntArray = requested
+
+    def unaffected(self, filters: Sequence[FilterPlugin]) -> list[FilterPlugin]:
+        return self.checks.unaffected(filters)
+
+    def fits(self, requested: IntArray | None = None) -> bool:
+        """NodeResourcesFit's verdict with the node's requested row ``requested``
+        (default: the pods kept so far)."""
+        return self.checks.fits(self.allocatable, self.requested if requested is None else requested)
+
+    def status(self) -> Status:
+        """``FitChecks.status`` with the pods kept so far."""
+        return self.checks.status(self.allocatable, self.requested)
 
     def add_back(self, pod: Pod) -> bool:
         """Whether the pod still fits with ``pod`` (one taken off) back on the node; if
@@ -140,28 +180,51 @@ class ResourceReprieve:
         pod: Pod,
         row: int,
         added_back: Sequence[Pod],
-        nominated: Sequence[Pod],
+        nominated: Sequence[Pod] = (),
         namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
+        checks: FitChecks | None = None,
     ) -> ResourceReprieve | None:
         """A reprieve for ``pod`` on ``row`` with the pods of ``added_back`` taken off the
-        node (they are on it in ``state``), over ``filters`` (the node-only ones left
-        out), or None where the filters must run."""
-        node = state.nodes[row].name
-        if any(p.nominated_node_name == node for p in nominated):
+        node (they are on it in ``state``) and ``nominated`` (the node's nominated peers,
+        ``preemption_victims.nominated_peers``) counted, over ``filters`` (the node-only
+        ones left out), or None where the filters must run. ``checks``: the pod's, made
+        once for all the nodes of a dry run (made here when not given)."""
+        if checks is None:
+            checks = FitChecks.of(state, filters, pod, namespace_labels)
+        if not checks.counted or not peers_counted(filters, (*added_back, *nominated)):
             return None
-        ctx = CycleContext(state, pod, namespace_labels or {})
-        fits: list[NodeResourcesFit] = []
-        for plugin in filters:
-            if type(plugin) is NodeResourcesFit:
-                fits.append(plugin)
-            elif type(plugin) is InterPodAffinity:
-                if pod.pod_affinity.required or pod.pod_anti_affinity.required:
-                    return None
-                if any(p.pod_anti_affinity.required for p in added_back):
-                    return None
-            elif type(plugin) in SKIP_READS_NO_PODS:
-                if plugin.pre_filter(ctx).code != Code.SKIP:
-                    return None
-            else:
+        return ResourceReprieve(state, checks, row, added_back, nominated)
+
+
+def counted_fits(
+    state: ClusterState,
+    filters: Sequence[FilterPlugin],
+    pod: Pod,
+    namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
+) -> list[NodeResourcesFit] | None:
+    """The NodeResourcesFit instances of ``filters`` (the node-only ones left out) when
+    for ``pod`` nothing else among them can read the pods taken off, added back or
+    nominated (the pod's part of ``ResourceReprieve.applies``); None otherwise."""
+    ctx = CycleContext(state, pod, namespace_labels or {})
+    fits: list[NodeResourcesFit] = []
+    for plugin in filters:
+        if type(plugin) is NodeResourcesFit:
+            fits.append(plugin)
+        elif type(plugin) is InterPodAffinity:
+            if pod.pod_affinity.required or pod.pod_anti_affinity.required:
                 return None
-        return ResourceReprieve(state, fits, pod, row, added_back)
+        elif type(plugin) in SKIP_READS_NO_PODS:
+            if plugin.pre_filter(ctx).code != Code.SKIP:
+                return None
+        else:
+            return None
+    return fits
+
+
+def peers_counted(filters: Sequence[FilterPlugin], others: Sequence[Pod]) -> bool:
+    """Whether InterPodAffinity (if among ``filters``) says the same with ``others`` on
+    the node or off it: none of them has a required anti-affinity term (the pod's own
+    terms are ``counted_fits``'s part)."""
+    if not any(type(plugin) is InterPodAffinity for plugin in filters):
+        return True
+    return not any(p.pod_anti_affinity.required for p in others)

@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from scheduler.framework.plugin import CycleContext, FilterPlugin, run_pre_filters
-from scheduler.framework.preemption_reprieve import ResourceReprieve
+from scheduler.framework.preemption_reprieve import FitChecks, ResourceReprieve
 from scheduler.framework.status import SUCCESS, Code, Status
 from scheduler.objects.pod import Pod
 from scheduler.objects.selectors import LabelSelector
@@ -108,6 +108,9 @@ class FilterPass:
     codes: npt.NDArray[np.int8]  # aligned with nodes; SUCCESS where passed
     rejections: tuple[tuple[str, IntArray], ...]  # reason, rows it rejects
     pre_filter: Status = SUCCESS
+    # aligned with nodes: the position in the filters of the plugin that rejected the
+    # node, -1 where none did (passed, or a PreFilter rejection)
+    rejected_by: npt.NDArray[np.int16] | None = None
 
     def reasons(self, row: int) -> tuple[str, ...]:
         if not self.pre_filter.ok:
@@ -126,10 +129,12 @@ class FilterPass:
 def run_filter_pass(ctx: CycleContext, filters: Sequence[FilterPlugin], nodes: IntArray) -> FilterPass:
     """Run ``filters`` for ``ctx.pod`` on ``nodes`` (``run_filters``, keeping per-node codes)."""
     codes = np.zeros(nodes.size, np.int8)
+    rejected_by = np.full(nodes.size, -1, np.int16)
     active, status = run_pre_filters(ctx, filters)
     if not status.ok:
         codes[:] = status.code
-        return FilterPass(nodes, np.zeros(nodes.size, np.bool_), codes, (), status)
+        return FilterPass(nodes, np.zeros(nodes.size, np.bool_), codes, (), status, rejected_by)
+    position = {id(plugin): k for k, plugin in enumerate(filters)}
     alive = np.arange(nodes.size, dtype=np.int64)  # positions in nodes still passing
     rejections: list[tuple[str, IntArray]] = []
     for plugin in active:
@@ -143,10 +148,11 @@ def run_filter_pass(ctx: CycleContext, filters: Sequence[FilterPlugin], nodes: I
             codes[hit] = np.maximum(codes[hit], int(rejection.code))
             rejections.append((rejection.reason, nodes[hit]))
             rejected |= rejection.nodes
+        rejected_by[alive[rejected]] = position[id(plugin)]
         alive = alive[~rejected]
     passed = np.zeros(nodes.size, np.bool_)
     passed[alive] = True
-    return FilterPass(nodes, passed, codes, tuple(rejections))
+    return FilterPass(nodes, passed, codes, tuple(rejections), rejected_by=rejected_by)
 
 
 def node_status(
@@ -320,6 +326,8 @@ def select_victims_on_node(
     nominated: Sequence[Pod] = (),
     namespace_labels: NamespaceLabels | None = None,
     now: float,
+    checks: FitChecks | None = None,
+    unaffected_pass: bool | None = None,
 ) -> Victims | Status:
     """``SelectVictimsOnNode``: the fewest pods to evict from ``node`` for ``pod`` to fit.
 
@@ -332,7 +340,11 @@ def select_victims_on_node(
        after which ``pod`` no longer fits is removed again and becomes a victim.
     5. When there were pods of both kinds, sort the victims most important first.
 
-    ``now`` stands for the start time of pods not started. The state is unchanged on return.
+    ``now`` stands for the start time of pods not started; ``checks``: the pod's
+    ``FitChecks`` over ``pod_dependent_filters(filters)``, made once for the nodes of a
+    dry run (made here when not given); ``unaffected_pass``: whether the filters but
+    NodeResourcesFit pass the pod on the node as it is, where the dry run ran them on all
+    its nodes at once (run here when not given). The state is unchanged on return.
     """
     row = state.node_index[node]
     potential = [p for p in state.pods_on_node[row].values() if p.priority < pod.priority]
@@ -340,10 +352,15 @@ def select_victims_on_node(
         return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (NO_VICTIMS,))
     # The node-only filters pass the pod again once it passed the node whole.
     reprieve_filters = pod_dependent_filters(filters)
+    peers = nominated_peers(state, pod, node, nominated) if nominated else []
     counted = ResourceReprieve.applies(
-        state, reprieve_filters, pod, row, potential, nominated, namespace_labels
+        state, reprieve_filters, pod, row, potential, peers, namespace_labels, checks
     )
-    if counted is not None and node_status(state, counted.unaffected(filters), pod, row, namespace_labels).ok:
+    if counted is not None and (
+        unaffected_pass
+        if unaffected_pass is not None
+        else node_status(state, counted.unaffected(filters), pod, row, namespace_labels).ok
+    ):
         # The filters besides NodeResourcesFit pass here, and say the same with the pods
         # off: step 2 and each reprieve are counted, and the state is not touched.
         status = counted.status()

@@ -1,20 +1,21 @@
 """DefaultPreemption's dry run as it was before the per-node overlay: the state itself
 changed and put back, every filter run whole on the node for each reprieve
 (``select_victims_on_node``), candidates from ``dry_run_preemption``, the decision from
-``preempt``. The equivalence test (test_preemption_equivalence.py) and
+``preempt``, and nominated pods placed on their node for the pass with them
+(``filter_with_nominated_pods``). The equivalence test (test_preemption_equivalence.py) and
 benchmarks/preemption_cycle.py hold the dry run as it is to it."""
 
 from __future__ import annotations
 
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 
 import numpy as np
 
 from scheduler.framework.diagnosis import fit_error_message
-from scheduler.framework.plugin import FilterPlugin
+from scheduler.framework.plugin import CycleContext, FilterPlugin
 from scheduler.framework.preemption import (
     NOT_HELPFUL,
     Candidate,
@@ -34,11 +35,54 @@ from scheduler.framework.preemption_victims import (
     add_nominated_pods,
     by_importance,
     node_status,
+    nominated_peers,
+    run_filter_pass,
     split_by_pdb_violation,
 )
 from scheduler.framework.status import Code, Status
 from scheduler.objects.pod import Pod
 from scheduler.state.cluster_state import ClusterState, Placement
+
+
+def filter_with_nominated_pods(
+    state: ClusterState,
+    filters: Sequence[FilterPlugin],
+    pod: Pod,
+    nominated: Sequence[Pod] = (),
+    namespace_labels: NamespaceLabels | None = None,
+) -> NodeStatuses:
+    """Every node filtered without nominated pods, then each node with peers filtered
+    again with them placed on it; the pass with them decides where it fails."""
+    ctx = CycleContext(state, pod, namespace_labels or {})
+    rows = np.arange(len(state), dtype=np.int64)
+    base = run_filter_pass(ctx, filters, rows)
+    counts: Counter[str] = Counter()
+    for reason, hit in base.rejections:
+        counts[reason] += hit.size
+    statuses = NodeStatuses(
+        state.node_names,
+        rows[base.passed],
+        base.codes.copy(),
+        counts,
+        pre_filter_message=base.pre_filter.message if not base.pre_filter.ok else "",
+        _rejections=base.rejections,
+        _pre_filter_reasons=base.pre_filter.reasons if not base.pre_filter.ok else (),
+    )
+    if not nominated or not base.pre_filter.ok:
+        return statuses
+    peers_by_node: defaultdict[str, list[Pod]] = defaultdict(list)
+    for peer in nominated:
+        if peer.nominated_node_name in state.node_index:
+            peers_by_node[peer.nominated_node_name].append(peer)
+    for node, peers in peers_by_node.items():
+        if not nominated_peers(state, pod, node, peers):
+            continue
+        row = state.node_index[node]
+        with add_nominated_pods(state, pod, node, peers):
+            status = node_status(state, filters, pod, row, namespace_labels)
+        if not status.ok:
+            statuses.override(row, status)
+    return statuses
 
 
 def run_filters_with_nominated_pods(

@@ -12,11 +12,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from scheduler.framework.preemption import filter_with_nominated_pods, preempt
+from scheduler.framework.preemption import CountedPeers, NodeStatuses, filter_with_nominated_pods, preempt
 from scheduler.framework.preemption_reprieve import ResourceReprieve
 from scheduler.framework.preemption_victims import (
     PodDisruptionBudget,
     Victims,
+    add_nominated_pods,
     node_status,
     select_victims_on_node,
 )
@@ -115,8 +116,21 @@ def random_budgets(rng: random.Random) -> list[PodDisruptionBudget]:
 def random_nominated(rng: random.Random, state: ClusterState) -> list[Pod]:
     return [
         random_pod(rng, f"nominated{k}", rng.randint(0, 9), nominated_node_name=rng.choice(state.node_names))
-        for k in range(rng.choice((0, 0, 1, 2)))
+        for k in range(rng.choice((0, 0, 1, 2, 4)))
     ]
+
+
+def node_statuses(statuses: NodeStatuses) -> tuple[Any, ...]:
+    """What a FilterPass-based NodeStatuses tells the cycle: feasible rows, codes, each
+    row's reasons and the counts the FitError message is made of."""
+    rows = range(statuses.total_nodes)
+    return (
+        statuses.feasible.tolist(),
+        statuses.codes.tolist(),
+        [statuses.reasons(row) for row in rows],
+        dict(statuses.reason_counts),
+        statuses.message,
+    )
 
 
 def groups(state: ClusterState) -> tuple[Any, ...]:
@@ -145,7 +159,8 @@ def test_the_dry_run_decides_as_the_reference_does(seed: int) -> None:
         reference.select_victims_on_node(theirs_state, FILTERS, pod, name, pdbs, nominated=nominated, now=NOW)
         for name in theirs_state.node_names
     ]
-    statuses = filter_with_nominated_pods(theirs_state, FILTERS, pod, nominated)
+    statuses = reference.filter_with_nominated_pods(theirs_state, FILTERS, pod, nominated)
+    expected_statuses = node_statuses(statuses)
     expected = reference.preempt(
         theirs_state,
         FILTERS,
@@ -160,6 +175,7 @@ def test_the_dry_run_decides_as_the_reference_does(seed: int) -> None:
         ours = select_victims_on_node(state, FILTERS, pod, name, pdbs, nominated=nominated, now=NOW)
         assert ours == theirs, name
     statuses = filter_with_nominated_pods(state, FILTERS, pod, nominated)
+    assert node_statuses(statuses) == expected_statuses
     outcome = preempt(
         state, FILTERS, pod, statuses, np.random.default_rng(seed), pdbs=pdbs, nominated=nominated, now=NOW
     )
@@ -224,3 +240,30 @@ def test_the_random_clusters_reach_every_kind_of_outcome() -> None:
                 seen.add(result.reasons[0] if result.reasons else str(result.code))
     assert {"victims", "violations", "reprieved"} <= seen
     assert len(seen) >= 6, seen
+
+
+def test_nominated_pods_are_counted_and_placed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The random clusters reach both ways of filtering a node that has nominated peers:
+    counted in requests (a verdict that changes with them, and one that does not) and
+    placed on the state (a peer with required anti-affinity, a pod with affinity terms)."""
+    counted: list[bool] = []
+    placed: list[bool] = []
+    status = CountedPeers.status
+    add = add_nominated_pods
+
+    def spy_status(self: CountedPeers, *args: Any) -> Status:
+        result = status(self, *args)
+        counted.append(result.ok)
+        return result
+
+    def spy_add(*args: Any) -> Any:
+        placed.append(True)
+        return add(*args)
+
+    monkeypatch.setattr(CountedPeers, "status", spy_status)
+    monkeypatch.setattr("scheduler.framework.preemption.add_nominated_pods", spy_add)
+    for seed in range(400):
+        test_the_dry_run_decides_as_the_reference_does(seed)
+    assert counted.count(True) >= 20, counted.count(True)
+    assert counted.count(False) >= 8, counted.count(False)
+    assert len(placed) >= 10, len(placed)
