@@ -1,7 +1,8 @@
-"""CPU per API write of rl-scheduler's client, both paths side by side: the HTTP/1.1
-transport on the event loop and the official client in its thread pool (the path kept
-for proxies). It posts ``--events`` Events through ``KubeApi.post_event`` (the write
-made for every scheduled pod, as a bind is) by each path in turn, one at a time and all
+"""CPU per API write of rl-scheduler's client against the official client's: the HTTP/1.1
+transport on the event loop (``KubeApi.post_event``), and the generated ``EventsV1Api``
+in ``KubeApi``'s thread pool (the path the scheduler kept for proxies until it had one
+stack). It posts ``--events`` Events (the write made for every scheduled pod, as a bind
+is) by each path in turn, one at a time and all
 at once, ``--rounds`` times, and prints the process CPU and wall time per call once the
 connections are open (a first, unmeasured pass opens them: with up to
 ``client.connections`` of them, a burst pays a TLS handshake per connection once).
@@ -20,21 +21,59 @@ import asyncio
 import contextlib
 import statistics
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from scheduler.k8s.client.api import KubeApi
+from scheduler.k8s.client.api import KubeApi, micro_time, now, object_reference
 from scheduler.k8s.process.settings import ClientSettings
 from scheduler.objects.pod import Pod
 
 
-async def cost_per_call(api: KubeApi, pod: Pod, events: int, concurrent: bool) -> tuple[float, float]:
-    """(CPU seconds, wall seconds) per ``post_event``."""
-
+def transport_post(api: KubeApi, pod: Pod) -> Callable[[int], Awaitable[None]]:
     async def post(i: int) -> None:
         await api.post_event(pod, type_="Normal", reason="Benchmark", action="Posting", note=f"call {i}")
+
+    return post
+
+
+def official_post(api: KubeApi, pod: Pod) -> Callable[[int], Awaitable[None]]:
+    """The same Event through the generated class and its model, in a worker thread."""
+    events_api = client.EventsV1Api(api.api_client)
+
+    def create(i: int) -> None:
+        event = {
+            "metadata": {"name": f"{pod.name}.{time.time_ns():x}", "namespace": pod.namespace},
+            "eventTime": micro_time(now()),
+            "reportingController": api.scheduler_name,
+            "reportingInstance": api.identity,
+            "action": "Posting",
+            "reason": "Benchmark",
+            "type": "Normal",
+            "note": f"call {i}",
+            "regarding": object_reference(pod),
+        }
+        body = client.EventsV1Event.model_validate(event)
+        response = events_api.create_namespaced_event(
+            pod.namespace, body, _preload_content=False, _request_timeout=api.timeout
+        )
+        try:
+            response.read()
+        finally:
+            response.release_conn()
+
+    async def post(i: int) -> None:
+        await api.call(create, i, limiter=api.event_limiter)
+
+    return post
+
+
+async def cost_per_call(
+    post: Callable[[int], Awaitable[None]], events: int, concurrent: bool
+) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) per ``post``."""
 
     async def send_all() -> None:
         if concurrent:
@@ -57,10 +96,9 @@ async def measure(args: argparse.Namespace) -> dict[tuple[str, str], list[tuple[
         for path in ("transport", "official client"):
             for mode in ("one at a time", "all at once"):
                 api = KubeApi(settings, "write-cost", "benchmark")
-                if path == "official client":
-                    api.transport = None
+                post = (official_post if path == "official client" else transport_post)(api, pod)
                 try:
-                    figures = await cost_per_call(api, pod, args.events, mode == "all at once")
+                    figures = await cost_per_call(post, args.events, mode == "all at once")
                 finally:
                     await api.close()
                 results.setdefault((path, mode), []).append(figures)

@@ -145,12 +145,13 @@ def follow(api: KubeApi, binder: NullBinder, selector: str, stop: threading.Even
            loop: asyncio.AbstractEventLoop) -> None:  # fmt: skip
     """List, then watch, in a thread of its own; hands unbound pods to the loop. A
     watch that ends or fails (410 Gone, a dropped connection) is followed by a new list."""
+    core = client.CoreV1Api(api.api_client)  # the benchmark's own watch, not the scheduler's
     while not stop.is_set():
         try:
-            listing = raw_list(api.core, field_selector=selector)
+            listing = raw_list(core, field_selector=selector)
             for item in listing.get("items", []):
                 loop.call_soon_threadsafe(binder.offer, item)
-            for event in raw_watch(api.core, listing["metadata"]["resourceVersion"], field_selector=selector):
+            for event in raw_watch(core, listing["metadata"]["resourceVersion"], field_selector=selector):
                 if stop.is_set():
                     return
                 if event.get("type") == "ERROR":

@@ -10,7 +10,6 @@ folder ``<shared dir>/policies`` is the store."""
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import shutil
 import time
@@ -193,21 +192,30 @@ def _metrics_server(api_client: Any, args: argparse.Namespace) -> Any:
 
 def _nodes_from_api(api_client: Any) -> Any:
     """The nodes, listed (the trainer's account may list nodes and nothing else of the
-    cluster: the chart's rbac.yaml; another call here needs a rule there)."""
-    from kubernetes import client  # noqa: PLC0415 - the trainer alone needs the API client
-
+    cluster: the chart's rbac.yaml; another call here needs a rule there), over a
+    ``BlockingClient`` with ``api_client``'s Configuration and credentials."""
+    from scheduler.k8s.client.blocking import BlockingClient  # noqa: PLC0415 - the trainer alone
+    from scheduler.k8s.process.settings import ClientSettings  # noqa: PLC0415
     from scheduler.objects.node_manifest import node_from_manifest  # noqa: PLC0415
 
-    core = client.CoreV1Api(api_client)
+    http = BlockingClient(api_client.configuration, api_client, max_connections=1)
+    defaults = ClientSettings()
+    timeout = (defaults.connect_timeout_s, defaults.read_timeout_s)
 
     def list_nodes() -> list[Node]:
-        response: Any = core.list_node(_preload_content=False)
+        answer = http.json("GET", "/api/v1/nodes", timeout=timeout)
+        items = (answer.get("items") or []) if isinstance(answer, dict) else None
+        if not isinstance(items, list):
+            raise SchedulerInputError("listing nodes", "items", "not a list")
         nodes = []
-        for item in json.loads(response.data).get("items", []):
+        log = logging.getLogger("rl-scheduler.trainer")
+        for item in items:
             try:
+                if not isinstance(item, dict):
+                    raise SchedulerInputError("a node of the listing", "items[]", "not an object")
                 nodes.append(node_from_manifest(item))
             except SchedulerInputError as error:
-                logging.getLogger("rl-scheduler.trainer").warning("twin skips a node: %s", error)
+                log.warning("twin skips a node: %s", error)
         return nodes
 
     return list_nodes

@@ -1,15 +1,12 @@
 """The writes the scheduler makes per pod (the bind, with HAMi's annotations and label on
-the Binding, event,
-PodScheduled condition) and the node lock's, as the API server sees them, through both
-paths of ``KubeApi``: the HTTP/1.1 transport and the official client (used where the
-transport cannot reproduce the Configuration)."""
+the Binding, event, PodScheduled condition) and the node lock's, as the API server sees
+them, through ``KubeApi``'s HTTP/1.1 transport (its only way to write)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -28,31 +25,17 @@ NAMESPACE = "api-writes"
 UNSCHEDULABLE = "0/3 nodes are available: 3 Insufficient cpu."
 
 
-def with_transport(api: KubeApi) -> KubeApi:
-    assert api.transport is not None, "the dev cluster's kubeconfig is one the transport serves"
-    return api
-
-
-def official_client(api: KubeApi) -> KubeApi:
-    api.transport = None  # as with a proxy in the kubeconfig
-    return api
-
-
 def created(core: client.CoreV1Api, name: str) -> Pod:
     manifest = core.create_namespaced_pod(NAMESPACE, pod(name, NAMESPACE, "nobody")).metadata
     return Pod(name=manifest.name, namespace=NAMESPACE, uid=manifest.uid)
 
 
-@pytest.mark.parametrize("path", [with_transport, official_client], ids=["transport", "official-client"])
-def test_bind_event_and_condition_reach_the_api_server(
-    dev_cluster: Any, path: Callable[[KubeApi], KubeApi]
-) -> None:
+def test_bind_event_and_condition_reach_the_api_server(dev_cluster: Any) -> None:
     core = dev_cluster.core_v1()
     ensure_namespace(core, NAMESPACE)
     delete_namespace_pods(core, NAMESPACE)  # from an earlier run
-    suffix = path.__name__.replace("_", "-")
-    api = path(KubeApi(ClientSettings(kubeconfig=dev_cluster.kubeconfig), "writes-test", "tester"))
-    bound, waiting, gone = (created(core, f"{kind}-{suffix}") for kind in ("bound", "waiting", "gone"))
+    api = KubeApi(ClientSettings(kubeconfig=dev_cluster.kubeconfig), "writes-test", "tester")
+    bound, waiting, gone = (created(core, f"{kind}-transport") for kind in ("bound", "waiting", "gone"))
     core.delete_namespaced_pod(gone.name, NAMESPACE, grace_period_seconds=0)
     renamed = Pod(name=bound.name, namespace=NAMESPACE, uid="not-its-uid")
     decision = ({VGPU_NODE: "node-a", "hami.io/bind-phase": "allocating"}, {VGPU_NODE: "node-a"})
@@ -99,15 +82,12 @@ def test_bind_event_and_condition_reach_the_api_server(
     delete_namespace_pods(core, NAMESPACE)
 
 
-@pytest.mark.parametrize("path", [with_transport, official_client], ids=["transport", "official-client"])
-def test_the_node_lock_is_set_and_removed_only_at_the_version_read(
-    dev_cluster: Any, path: Callable[[KubeApi], KubeApi]
-) -> None:
+def test_the_node_lock_is_set_and_removed_only_at_the_version_read(dev_cluster: Any) -> None:
     core = dev_cluster.core_v1()
-    name = f"lock-node-{path.__name__.replace('_', '-')}"
+    name = "lock-node-with-transport"
     with contextlib.suppress(ApiException):
         core.create_node(client.V1Node(metadata=client.V1ObjectMeta(name=name)))
-    api = path(KubeApi(ClientSettings(kubeconfig=dev_cluster.kubeconfig), "writes-test", "tester"))
+    api = KubeApi(ClientSettings(kubeconfig=dev_cluster.kubeconfig), "writes-test", "tester")
     missing = Pod(name="no-such-pod", namespace=NAMESPACE)
 
     async def scenario() -> tuple[bool, bool, bool, bool]:
@@ -136,9 +116,8 @@ def test_the_node_lock_is_set_and_removed_only_at_the_version_read(
 def test_new_connections_resume_the_first_connections_tls_session(dev_cluster: Any) -> None:
     """Once a connection has read an answer (and with it the server's ticket), the
     connections a burst opens resume its session instead of a full handshake."""
-    api = with_transport(KubeApi(ClientSettings(kubeconfig=dev_cluster.kubeconfig), "writes-test", "tester"))
+    api = KubeApi(ClientSettings(kubeconfig=dev_cluster.kubeconfig), "writes-test", "tester")
     transport = api.transport
-    assert transport is not None
     assert transport.ssl is not None
     review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
     path = "/apis/authentication.k8s.io/v1/selfsubjectreviews"

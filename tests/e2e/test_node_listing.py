@@ -1,22 +1,21 @@
 """The nodes listing as protobuf, against the real API server: every node reads as its
 JSON does, in the fields the scheduler uses (and the same ``Node`` comes of it), and
 the cache sees no change when the same node then arrives as JSON from a watch, so
-that a listed node's heartbeats are skipped as before. Both ways of listing (the
-early one without the official client, the official one) ask for protobuf."""
+that a listed node's heartbeats are skipped as before. The listing (the early one and
+the runtime's, one client) asks for protobuf, and gets it."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 
-from scheduler.k8s.client import endpoint, paths, reads
+from scheduler.k8s.client import paths, reads
+from scheduler.k8s.client.blocking import BlockingClient
 from scheduler.k8s.client.credentials import load_client_config
-from scheduler.k8s.client.first_listing import EARLY_TIMEOUT, EndpointReader
 from scheduler.k8s.client.node_protobuf import CONTENT_TYPE
 from scheduler.k8s.process.settings import ClientSettings
 from scheduler.k8s.scheduling.cache import SchedulerCache
@@ -70,15 +69,13 @@ def scheduler_view(manifest: dict[str, Any]) -> dict[str, Any]:
 
 def test_protobuf_nodes_read_as_their_json(dev_cluster: Any, core: client.CoreV1Api) -> None:
     settings = ClientSettings(kubeconfig=dev_cluster.kubeconfig)
-    api_client = client.ApiClient(load_client_config(settings))
-    read = endpoint.resolve(Path(dev_cluster.kubeconfig))
-    assert read is not None
-    reader = EndpointReader(read, EARLY_TIMEOUT)
+    api_client = BlockingClient(load_client_config(settings))
 
     def early() -> reads.Listing:
-        content_type, body = reader.get(paths.NODES, reads.listing_accept(paths.NODES))
+        answer = api_client.request("GET", paths.NODES, accept=reads.listing_accept(paths.NODES))
+        content_type = answer.headers["content-type"]
         assert content_type.startswith(CONTENT_TYPE)
-        return reads.decode_listing(content_type, body)
+        return reads.decode_listing(content_type, answer.body)
 
     def version(item: dict[str, Any]) -> tuple[str, str]:
         return item["metadata"]["name"], item["metadata"]["resourceVersion"]

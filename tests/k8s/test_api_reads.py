@@ -1,9 +1,10 @@
-"""Listings and reads go by path (``KubeApi.get``), through the official client's pool
-and credentials but not its generated API classes, whose import took 0.85 s of every
-start. Against a local HTTP server: what is asked, what comes back, and which modules
-the process has imported by then (in a fresh interpreter: other tests import them);
-and the first listings of ``rl-scheduler run``, started before the rest is imported,
-through the official client or through the endpoint read without it."""
+"""Listings and reads go by path over the threads' HTTP/1.1 client, with the official
+loader's credentials but not the official client's generated API classes, whose
+import took 0.85 s of every start. Against a local HTTP server: what is asked, what
+comes back, and which modules the process has imported by then (in a fresh
+interpreter: other tests import them); and the first listings of ``rl-scheduler
+run``, started before the rest is imported, with a Configuration loaded already or
+with one its own thread loads."""
 
 from __future__ import annotations
 
@@ -93,21 +94,17 @@ SCRIPT = textwrap.dedent(
     listed, missing, exists = asyncio.run(main())
     asked_before = list(asked)
     generated = "kubernetes.client.api.core_v1_api" in sys.modules
-    api.core  # made on first use
-    generated_after = "kubernetes.client.api.core_v1_api" in sys.modules
 
-    # Listings started early, through the official client and through the endpoint
-    # read without it: each answer is taken once; a failed one is asked again.
-    from kubernetes import client
-    from scheduler.k8s.client import endpoint
+    # Listings started early, with a Configuration loaded already and with one the
+    # listing's own thread loads: each answer is taken once; a failed one is asked again.
     from scheduler.k8s.client.credentials import load_client_config
-    from scheduler.k8s.client.first_listing import early_listing, official_listing
+    from scheduler.k8s.client.first_listing import early_listing, start_listing
 
     settings = ClientSettings(kubeconfig=config)
     paths = ["/api/v1/nodes", "/api/v1/gone"]
     starts = {
-        "official": lambda: official_listing(client.ApiClient(load_client_config(settings)), paths, (5, 5)),
-        "endpoint": lambda: early_listing(endpoint.resolve(Path(config)), paths, (5, 5)),
+        "loaded": lambda: start_listing(load_client_config(settings), paths, (5, 5)),
+        "early": lambda: early_listing(Path(config), paths, (5, 5))[0],
     }
 
     async def early_then_later(later):
@@ -129,7 +126,7 @@ SCRIPT = textwrap.dedent(
         early[name] = {"same": same, "gone": gone, "asked": sorted(asked)}
     print(json.dumps({
         "listed": listed, "missing": missing, "exists": exists, "asked": asked_before,
-        "generated_before": generated, "generated_after": generated_after,
+        "generated": generated,
         "early": early,
     }))
     """
@@ -147,13 +144,13 @@ def test_listings_and_reads_go_by_path_without_the_generated_classes(tmp_path: P
         ["/api/v1/namespaces/x/pods/gone", "Bearer secret"],
         ["/api/v1/namespaces/x/pods/gone", "Bearer secret"],
     ]
-    assert (seen["generated_before"], seen["generated_after"]) == (False, True)
+    assert seen["generated"] is False
     # Nodes: once early, once more for the second listing; the failed one: early, then
     # again. Both ways send the kubeconfig's token.
     asked = [[path, "Bearer secret"] for path in ("/api/v1/gone",) * 2 + ("/api/v1/nodes",) * 2]
     assert seen["early"] == {
-        "official": {"same": True, "gone": 404, "asked": asked},
-        "endpoint": {"same": True, "gone": 404, "asked": asked},
+        "loaded": {"same": True, "gone": 404, "asked": asked},
+        "early": {"same": True, "gone": 404, "asked": asked},
     }
 
 
@@ -162,11 +159,9 @@ SILENT_SERVER_EXIT = textwrap.dedent(
     import logging, socket, sys, threading, time
     from pathlib import Path
 
-    from kubernetes import client
-
-    from scheduler.k8s.client import endpoint, paths
+    from scheduler.k8s.client import paths
     from scheduler.k8s.client.credentials import load_client_config
-    from scheduler.k8s.client.first_listing import early_listing, official_listing
+    from scheduler.k8s.client.first_listing import early_listing, start_listing
     from scheduler.k8s.process.operator import exit_past_blocked_calls
     from scheduler.k8s.process.settings import ClientSettings
 
@@ -182,10 +177,10 @@ SILENT_SERVER_EXIT = textwrap.dedent(
     threading.Thread(target=accept_and_say_nothing, daemon=True).start()
     config = write_kubeconfig(sys.argv[1], listener.getsockname()[1])
     configuration = load_client_config(ClientSettings(kubeconfig=config))
-    if sys.argv[2] == "official":
-        official_listing(client.ApiClient(configuration), [paths.NODES], (5.0, 120.0))
+    if sys.argv[2] == "loaded":
+        start_listing(configuration, [paths.NODES], (5.0, 120.0))
     else:
-        early_listing(endpoint.resolve(Path(config)), [paths.NODES], (5.0, 120.0))
+        early_listing(Path(config), [paths.NODES], (5.0, 120.0))
     time.sleep(0.5)  # the listing is sent and waits for an answer that never comes
     exit_past_blocked_calls(0)
     print("returned: nothing was blocked")
@@ -193,7 +188,7 @@ SILENT_SERVER_EXIT = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("way", ["official", "endpoint"])
+@pytest.mark.parametrize("way", ["loaded", "early"])
 def test_a_stop_does_not_wait_for_an_early_listing_the_server_never_answers(tmp_path: Path, way: str) -> None:
     """The early listing's threads are API workers: stopping during a start against a
     server that accepts and never answers leaves at once, not after the read timeout."""

@@ -9,6 +9,8 @@ import asyncio
 from typing import Any
 
 import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from scheduler.k8s.serving.delegated_auth import (
     SUBJECT_ACCESS_REVIEWS,
@@ -16,7 +18,10 @@ from scheduler.k8s.serving.delegated_auth import (
     DelegatedAuth,
     Identity,
     TtlCache,
+    api_review,
     bearer_token,
+    delegated_auth,
+    token_review,
 )
 
 READER = {
@@ -206,3 +211,51 @@ def test_the_identity_of_a_review_is_hashable_and_ordered() -> None:
     user = {"username": "u", "extra": {"b": ["2"], "a": ["1"]}, "groups": ["g"]}
     assert Identity.from_review(user) == Identity("u", "", ("g",), (("a", ("1",)), ("b", ("2",))))
     assert hash(Identity.from_review(user)) == hash(Identity.from_review(dict(user)))
+
+
+class FakeBlockingClient:
+    """``BlockingClient.json`` answering ``answer`` (raised when an exception)."""
+
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+        self.asked: list[tuple[str, str, Any, Any]] = []
+
+    def json(self, method: str, path: str, body: Any = None, **options: Any) -> Any:
+        self.asked.append((method, path, body, options.get("timeout")))
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        pytest.param({"status": {"authenticated": True}}, {"authenticated": True}, id="the-status"),
+        pytest.param({"kind": "TokenReview"}, {}, id="no-status-is-an-empty-one"),
+        pytest.param([], ValueError("TokenReview: the answer is not a JSON object"), id="not-an-object"),
+        pytest.param(
+            {"status": "yes"}, ValueError("TokenReview: status is not an object: 'yes'"), id="bad-status"
+        ),
+        pytest.param(ApiException(status=403, reason="Forbidden"), ApiException, id="refused-raises"),
+    ],
+)
+def test_a_review_posts_the_object_and_reads_its_status(answer: Any, expected: Any) -> None:
+    http = FakeBlockingClient(answer)
+    review = api_review(http, (5.0, 30.0))  # type: ignore[arg-type]
+    body = token_review("t")
+    if isinstance(expected, dict):
+        assert review(TOKEN_REVIEWS, body) == expected
+    else:
+        kind = expected if isinstance(expected, type) else type(expected)
+        with pytest.raises(kind) as raised:
+            review(TOKEN_REVIEWS, body)
+        if isinstance(expected, ValueError):
+            assert str(raised.value) == str(expected)
+    assert http.asked == [("POST", TOKEN_REVIEWS, body, (5.0, 30.0))]
+
+
+def test_delegated_auth_closes_its_connections_with_it() -> None:
+    auth = delegated_auth(client.ApiClient(client.Configuration(host="http://127.0.0.1:9")), (1.0, 1.0))
+    auth.close()
+    with pytest.raises(ConnectionError, match="closed"):
+        auth.review(TOKEN_REVIEWS, token_review("t"))

@@ -1,9 +1,11 @@
 """How strictly and within which bounds the HTTP/1.1 client reads answers: a table of
 malformed or oversize answers, each refused with ``HttpProtocolError`` within a second
-(fed whole and in 1000-byte pieces); answers written by RFC 9112's grammar, split
-anywhere, read back as written; arbitrary bytes, split anywhere, either read as answers
-or refused, never another error, never slowly; and a malformed answer through the pool,
-which closes that connection and serves the next request on a new one."""
+(fed whole and in 1000-byte pieces), read whole or streamed (a watch: its head, then
+its body as it arrives, with no limit on the body but every other check); answers
+written by RFC 9112's grammar, split anywhere, read back as written either way;
+arbitrary bytes, split anywhere, either read as answers or refused, never another
+error, never slowly; and a malformed answer through the pool, which closes that
+connection and serves the next request on a new one."""
 
 from __future__ import annotations
 
@@ -18,9 +20,11 @@ from scheduler.k8s.client.http1 import (
     MAX_BODY_BYTES,
     MAX_CHUNK_LINE_BYTES,
     MAX_HEAD_BYTES,
+    MAX_LISTING_BYTES,
     HttpProtocolError,
     Response,
     ResponseReader,
+    read_tunnel_answer,
 )
 from scheduler.k8s.client.transport import ConnectionPool
 
@@ -115,6 +119,54 @@ def read_within_deadline(pieces: list[bytes], started: float) -> None:
     pytest.fail("neither refused nor answered")
 
 
+# A stream has no body limit of its own (a watch's reader bounds its lines): every other
+# refusal holds.
+STREAMED_MALFORMED = [m for m in MALFORMED if not m[0].startswith("oversize body")]
+
+
+def read_streamed(pieces: list[bytes]) -> list[tuple[int, bytes]]:
+    """Each answer's status and body, read as a watch reads them: the head, then the
+    body's bytes as they arrive; answers one after another on the connection."""
+    reader = ResponseReader(max_body=None)
+    answers: list[tuple[int, bytes]] = []
+    body = b""
+    for piece in [*pieces, b""]:  # a last, empty feed: what waits in the buffer
+        reader.buffer += piece
+        while reader.feed_head(b""):
+            body += reader.read_body()
+            if not reader.body_complete:
+                break
+            answers.append((reader.status, body))
+            reader.reset()
+            body = b""
+            if not reader.buffer:
+                break
+    if reader.feed_head(b"") and reader.end_body():  # framed by the connection's end
+        answers.append((reader.status, body + reader.read_body()))
+    return answers
+
+
+@pytest.mark.parametrize("piece_size", [None, 1000], ids=["whole", "1000-byte-pieces"])
+@pytest.mark.parametrize("stream", [m[1] for m in STREAMED_MALFORMED], ids=[m[0] for m in STREAMED_MALFORMED])
+def test_a_malformed_answer_is_refused_promptly_when_streamed(stream: bytes, piece_size: int | None) -> None:
+    started = time.process_time()
+    with pytest.raises(HttpProtocolError):
+        read_streamed(pieces_of(stream, piece_size))
+    assert time.process_time() - started < DEADLINE_S
+
+
+def test_a_stream_or_a_listing_reads_past_the_body_limit_of_a_write() -> None:
+    """A 5 MiB body: refused as a write's answer, read as a listing's or a stream's."""
+    body = b"x" * (5 * 1024 * 1024)
+    answer = CHUNKED + b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+    with pytest.raises(HttpProtocolError):
+        ResponseReader().feed(answer)
+    listed = ResponseReader(max_body=MAX_LISTING_BYTES).feed(answer)
+    assert listed is not None
+    assert listed.body == body
+    assert read_streamed(pieces_of(answer, 65536)) == [(200, body)]
+
+
 def test_a_chunk_size_line_fed_a_byte_at_a_time_is_refused_at_its_bound() -> None:
     """Each byte searched once: 1 MB of a line that never ends, a byte at a time, is
     refused once it passes the bound, not after a rescan of all it holds per byte."""
@@ -185,6 +237,16 @@ def test_answers_split_anywhere_are_read_as_written(
     assert not reader.buffer
 
 
+@settings(deadline=1000, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(answers(), min_size=1, max_size=3), st.lists(st.integers(0, 2000), max_size=30))
+def test_answers_split_anywhere_are_read_as_written_when_streamed(
+    written: list[tuple[bytes, Response]], cuts: list[int]
+) -> None:
+    stream = b"".join(s for s, _ in written)
+    read = read_streamed(split_at(stream, cuts))
+    assert read == [(expected.status, expected.body) for _, expected in written]
+
+
 # ---- arbitrary bytes, split anywhere ----------------------------------------------
 
 FRAGMENTS = [
@@ -238,6 +300,56 @@ def test_arbitrary_bytes_are_read_as_answers_or_refused(stream: bytes, cuts: lis
         assert answer is None or len(answer.body) <= MAX_BODY_BYTES
     except HttpProtocolError:
         pass
+
+
+@settings(deadline=1000, max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(streams, st.lists(st.integers(0, 2000), max_size=30))
+def test_arbitrary_bytes_are_read_as_answers_or_refused_when_streamed(stream: bytes, cuts: list[int]) -> None:
+    try:
+        for status, _body in read_streamed(split_at(stream, cuts)):
+            assert 200 <= status <= 599
+    except HttpProtocolError:
+        pass
+
+
+# ---- a proxy's answer to CONNECT -----------------------------------------------------
+
+TUNNEL_ANSWERS = [
+    ("opened", b"HTTP/1.1 200 Connection established\r\n\r\n", (200, "Connection established")),
+    ("opened, with fields", b"HTTP/1.1 200 OK\r\nVia: p\r\n\r\n", (200, "OK")),
+    (
+        "refused",
+        b"HTTP/1.1 407 Proxy Authentication Required\r\n\r\n",
+        (407, "Proxy Authentication Required"),
+    ),
+    ("not yet whole", b"HTTP/1.1 200 OK\r\n", None),
+    ("bytes past an opening", b"HTTP/1.1 200 OK\r\n\r\n\x16\x03", HttpProtocolError),
+    ("an interim answer", b"HTTP/1.1 100 Continue\r\n\r\n", HttpProtocolError),
+    ("not HTTP", b"SSH-2.0-OpenSSH_9.6\r\n\r\n", HttpProtocolError),
+    ("a folded field", b"HTTP/1.1 200 OK\r\nVia: a\r\n b\r\n\r\n", HttpProtocolError),
+    ("an endless head", b"HTTP/1.1 200 OK\r\nX: " + b"a" * (MAX_HEAD_BYTES + 1), HttpProtocolError),
+]
+
+
+@pytest.mark.parametrize(
+    ("received", "expected"), [r[1:] for r in TUNNEL_ANSWERS], ids=[r[0] for r in TUNNEL_ANSWERS]
+)
+def test_a_proxys_answer_to_connect(received: bytes, expected: object) -> None:
+    if expected is HttpProtocolError:
+        with pytest.raises(HttpProtocolError):
+            read_tunnel_answer(received)
+    else:
+        assert read_tunnel_answer(received) == expected
+
+
+@settings(deadline=1000, max_examples=300)
+@given(streams)
+def test_arbitrary_bytes_answering_connect_are_read_or_refused(received: bytes) -> None:
+    try:
+        answer = read_tunnel_answer(received)
+    except HttpProtocolError:
+        return
+    assert answer is None or 200 <= answer[0] <= 599
 
 
 # ---- through the pool --------------------------------------------------------------

@@ -15,12 +15,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+from kubernetes.client.exceptions import ApiException
 
 from scheduler.cli import main
+from scheduler.errors import SchedulerInputError
 from scheduler.k8s.process.operator import lifetime_model_loaded
 from scheduler.k8s.process.settings import load_settings
 from scheduler.k8s.scheduling.lifetimes import LIFETIMES_DIR, LiveLifetimes, choose_model
-from scheduler.k8s.scheduling.lifetimes_pending import pending_rows
+from scheduler.k8s.scheduling.lifetimes_pending import _items, pending_rows
 from scheduler.k8s.scheduling.lifetimes_starts import (
     Predicted,
     StartPredictions,
@@ -404,3 +406,45 @@ def test_pending_says_what_is_wrong_in_one_line(tmp_path: Path, capsys: pytest.C
         assert len(err.strip().splitlines()) == 1, err
         assert "Traceback" not in err, err
         assert said(err), err
+
+
+class Listing:
+    """``BlockingClient.json`` answering ``answer`` (raised when an exception)."""
+
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+        self.asked: list[tuple[str, str]] = []
+
+    def json(self, method: str, path: str, **_: Any) -> Any:
+        self.asked.append((method, path))
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        pytest.param({"items": [{"metadata": {"name": "a"}}]}, [{"metadata": {"name": "a"}}], id="items"),
+        pytest.param({"items": None}, [], id="null-items-are-none"),
+        pytest.param({"items": [1]}, "listing nodes: items: not a list of objects", id="items-not-objects"),
+        pytest.param("<html>", "listing nodes: items: not a list of objects", id="not-a-listing"),
+        pytest.param(
+            ApiException(status=403, reason="Forbidden"), "listing nodes: api: HTTP 403 Forbidden", id="403"
+        ),
+        pytest.param(
+            ConnectionRefusedError("[Errno 111] refused\nmore"),
+            "listing nodes: api: ConnectionRefusedError: [Errno 111] refused",
+            id="refused-in-one-line",
+        ),
+    ],
+)
+def test_pending_lists_by_path_and_names_what_failed(answer: Any, expected: Any) -> None:
+    http = Listing(answer)
+    if isinstance(expected, list):
+        assert _items(http, "/api/v1/nodes", "nodes") == expected
+    else:
+        with pytest.raises(SchedulerInputError) as raised:
+            _items(http, "/api/v1/nodes", "nodes")
+        assert str(raised.value) == expected
+    assert http.asked == [("GET", "/api/v1/nodes")]

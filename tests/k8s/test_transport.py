@@ -1,6 +1,6 @@
-"""Which Configurations the HTTP/1.1 transport serves, and the TLS settings it takes
-from them (the requests themselves are tested against an API server:
-tests/e2e/test_api_writes.py)."""
+"""The TLS settings the HTTP/1.1 transport takes from a Configuration (its route,
+proxies included, is tested in tests/k8s/test_blocking.py; the requests themselves
+against an API server: tests/e2e/test_api_writes.py)."""
 
 import ssl
 from typing import Any
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from scheduler.k8s.client.transport import ssl_context, supports
+from scheduler.k8s.client.transport import ssl_context
 
 
 def configuration(**fields: Any) -> client.Configuration:
@@ -16,21 +16,6 @@ def configuration(**fields: Any) -> client.Configuration:
     for name, value in fields.items():
         setattr(config, name, value)
     return config
-
-
-@pytest.mark.parametrize(
-    ("fields", "served"),
-    [
-        ({}, True),
-        ({"assert_hostname": False}, True),
-        ({"tls_server_name": "kubernetes.default"}, True),
-        ({"proxy": "http://proxy:3128"}, False),
-        ({"proxy": "socks5://proxy:1080"}, False),
-        ({"assert_hostname": "other.example"}, False),
-    ],
-)
-def test_the_transport_serves_what_it_reproduces(fields: dict[str, Any], served: bool) -> None:
-    assert supports(configuration(**fields)) is served
 
 
 @pytest.mark.parametrize(

@@ -11,10 +11,17 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
-import urllib3
+from kubernetes import client
 
+from scheduler.k8s.client import reads
 from scheduler.k8s.client.api import KubeApi
-from scheduler.k8s.client.watch import LineDecoder, ResourceVersionGoneError, ResourceWatch
+from scheduler.k8s.client.blocking import BlockingClient, Stream
+from scheduler.k8s.client.watch import (
+    LineDecoder,
+    ResourceVersionGoneError,
+    ResourceWatch,
+    WatchLineTooLongError,
+)
 
 
 def line(kind: str, obj: dict[str, Any]) -> bytes:
@@ -74,6 +81,17 @@ def test_gone_version_raises() -> None:
     status = {"kind": "Status", "code": 410, "message": "too old resource version: 1 (20)"}
     with pytest.raises(ResourceVersionGoneError, match="too old resource version"):
         decoder.feed(line("ERROR", status))
+
+
+def test_a_line_longer_than_the_limit_ends_the_watch() -> None:
+    """A stream has no body limit: the decoder bounds what one line may hold, whether
+    the line has ended or is still arriving."""
+    decoder = LineDecoder("1", max_line=200)
+    assert decoder.feed(line("ADDED", pod("a", "2"))) == [("ADDED", pod("a", "2"))]
+    with pytest.raises(WatchLineTooLongError, match="longer than 200 bytes"):
+        decoder.feed(b"x" * 201)
+    with pytest.raises(WatchLineTooLongError):
+        LineDecoder("1", max_line=200).feed(b"y" * 300 + b"\n")
 
 
 class ScriptedWatch(ResourceWatch):
@@ -173,28 +191,22 @@ class SilentWatchServer:
             self.requested.set()
             time.sleep(self.silent_s)
 
-    def get(self, path: str, query: dict[str, str], timeout: tuple[float, float]) -> Any:
-        """``KubeApi.get``: the watch's request, to this server."""
-        connect, read = timeout
-        return urllib3.PoolManager().request(
-            "GET",
-            f"http://127.0.0.1:{self.port}{path}",
-            fields=query,
-            preload_content=False,
-            timeout=urllib3.Timeout(connect=connect, read=read),
-        )
+    def stream(self, path: str, query: dict[str, str], timeout: tuple[float, float]) -> Stream:
+        """``KubeApi.stream``: the watch's request, to this server."""
+        http = BlockingClient(client.Configuration(host=f"http://127.0.0.1:{self.port}"))
+        return reads.watch_stream(http, path, query, timeout)
 
 
 def test_stopping_an_idle_watch_does_not_wait_for_its_next_event() -> None:
     """Cancelling the watch's task (at shutdown) ends the thread's blocked read at once;
     it used to hold the event loop until the next event or the watch's timeout."""
     server = SilentWatchServer(silent_s=5.0)
-    api = cast(KubeApi, SimpleNamespace(timeout=(1.0, 30.0), get=server.get))
+    api = cast(KubeApi, SimpleNamespace(timeout=(1.0, 30.0), stream=server.stream))
     watch = ResourceWatch(api, "pod", "/api/v1/pods", lambda *_: None, no_relist)
 
     async def scenario() -> float:
         task = asyncio.create_task(watch.run("1"))
-        await asyncio.to_thread(server.requested.wait, 5)
+        assert await asyncio.to_thread(server.requested.wait, 5)
         await asyncio.sleep(0.1)  # the thread is in its read
         started = time.monotonic()
         task.cancel()

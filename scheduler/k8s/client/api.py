@@ -1,20 +1,20 @@
 """The only place that talks to the Kubernetes API for writes: binds, events, pod
-status, leases. Every call waits on a token bucket with the configured QPS and burst
-(events have a bucket of their own, as kube-scheduler's event client does). The
-writes made per pod (bind, event, status) go over the HTTP/1.1 transport on the event
-loop (``scheduler.k8s.client.transport``); the rest (listings, reads, leases, and those writes
-where the transport cannot reproduce the Configuration) through the official client in
-a thread pool.
+status, leases, patches. Every call waits on a token bucket with the configured QPS
+and burst (events and the Lease have buckets of their own, as kube-scheduler's event
+and leader-election clients do). Writes go as plain JSON over the HTTP/1.1 transport
+on the event loop (``scheduler.k8s.client.transport``); the Lease over a connection of
+its own, so a renewal never waits for a connection behind a backlog of binds. Reads
+and listings go by path (``scheduler.k8s.client.reads``) in a thread pool.
 
-Reads and listings go by path (``scheduler.k8s.client.reads``), not through the official
-client's generated API classes, whose import took 0.85 s of each start. The classes
-are made on first use (``core``, ``events``, ``coordination``): leases, and the writes
-of a Configuration the transport cannot serve."""
+The official client is the credential loader and the auth-header hook only; no
+generated API class or model is made here (importing them took 0.85 s of each start,
+and each write was written twice, once as a model)."""
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -29,12 +29,12 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.k8s.client import reads
+from scheduler.k8s.client.blocking import BlockingClient, Stream
 from scheduler.k8s.client.credentials import load_client_config
 from scheduler.k8s.client.first_listing import FirstListing
 from scheduler.k8s.client.ratelimit import TokenBucket
-from scheduler.k8s.client.reads import WORKER_PREFIX
+from scheduler.k8s.client.reads import JSON, WORKER_PREFIX, parse_json, raise_for_status, request_headers
 from scheduler.k8s.client.transport import ApiTransport
-from scheduler.k8s.client.transport import supports as transport_supports
 from scheduler.k8s.process.settings import ClientSettings
 from scheduler.objects.pod import Pod
 
@@ -43,6 +43,8 @@ T = TypeVar("T")
 # kube-scheduler truncates event notes to the API's limit.
 NOTE_LIMIT = 1024
 MERGE_PATCH = "application/merge-patch+json"
+# Connections of the Lease's own transport: one call at a time (renew, or release).
+LEASE_CONNECTIONS = 1
 
 
 class BindOutcome(Enum):
@@ -121,39 +123,28 @@ class KubeApi:
         # and the release at SIGTERM waited seconds.
         self.lease_limiter = TokenBucket(settings.qps, settings.burst)
         self.executor = ThreadPoolExecutor(settings.workers, thread_name_prefix=WORKER_PREFIX)
-        self.transport: ApiTransport | None = None
-        if transport_supports(self.configuration):
-            self.transport = ApiTransport(self.api_client, settings.connections)
+        self.transport = ApiTransport(self.api_client, settings.connections)
+        # Reads, listings and watches, from worker threads and the watches' threads.
+        self.blocking = BlockingClient(self.configuration, self.api_client, settings.workers + 4)
 
     @cached_property
-    def core(self) -> client.CoreV1Api:
-        return client.CoreV1Api(self.api_client)
+    def lease_transport(self) -> ApiTransport:
+        """The Lease's connection (kube-scheduler gives leader election a client of its
+        own), made on first use: a scheduler without leader election has none."""
+        return ApiTransport(self.api_client, LEASE_CONNECTIONS)
 
-    @cached_property
-    def events(self) -> client.EventsV1Api:
-        return client.EventsV1Api(self.api_client)
-
-    @cached_property
-    def coordination(self) -> client.CoordinationV1Api:
-        return client.CoordinationV1Api(self.api_client)
-
-    def on_core(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        """``CoreV1Api.<method>(*args, **kwargs)``, with the class made on first use.
-        For the worker threads: there its import does not stall the event loop."""
-        return getattr(self.core, method)(*args, **kwargs)
-
-    def get(
+    def stream(
         self,
         path: str,
         query: Mapping[str, str] | None = None,
         timeout: tuple[float, float] | None = None,
-    ) -> Any:
-        """``reads.get`` with this client (blocking: for a watch's thread)."""
-        return reads.get(self.api_client, path, query, timeout or self.timeout)
+    ) -> Stream:
+        """``reads.watch_stream`` with this client (blocking: for a watch's thread)."""
+        return reads.watch_stream(self.blocking, path, query or {}, timeout or self.timeout)
 
     async def get_json(self, path: str) -> dict[str, Any]:
         """``reads.get_json`` in a worker thread (limited by the main bucket)."""
-        return await self.call(reads.get_json, self.api_client, path, self.timeout)
+        return await self.call(reads.get_json, self.blocking, path, self.timeout)
 
     async def call(
         self, function: Callable[..., T], *args: Any, limiter: TokenBucket | None = None, **kwargs: Any
@@ -161,30 +152,6 @@ class KubeApi:
         await (limiter or self.limiter).acquire()
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.executor, partial(function, *args, **kwargs))
-
-    async def call_unparsed(
-        self,
-        function: Callable[..., Any],
-        *args: Any,
-        parse: Callable[[bytes], T],
-        limiter: TokenBucket | None = None,
-        **kwargs: Any,
-    ) -> T:
-        """``call`` without the client's models: the worker thread reads the answer,
-        gives its connection back to the pool and applies ``parse`` to the body. (An
-        answer left for the event loop to read kept its connection out of the pool
-        while the loop was busy; the pool then opened, and dropped, extra ones.)"""
-
-        kwargs.setdefault("_request_timeout", self.timeout)
-
-        def fetch() -> T:
-            response = function(*args, _preload_content=False, **kwargs)
-            try:
-                return parse(response.read())
-            finally:
-                response.release_conn()
-
-        return await self.call(fetch, limiter=limiter)
 
     async def list_items(self, path: str) -> list[dict[str, Any]]:
         """The items of a collection (``/api/v1/nodes``) as plain JSON objects."""
@@ -201,32 +168,52 @@ class KubeApi:
                 return await asyncio.wrap_future(early)
             except Exception as error:  # listed again below; failures there are retried and logged
                 log.debug("the early listing of %s failed: %s", path, error)
-        return await self.call(reads.get_listing, self.api_client, path, self.timeout)
+        return await self.call(reads.get_listing, self.blocking, path, self.timeout)
 
     async def _write(
         self,
         method: str,
         path: str,
         body: Mapping[str, Any],
-        official: Callable[..., Any],  # called with the client's options (_preload_content)
         *,
         limiter: TokenBucket | None = None,
-        content_type: str = "application/json",
+        content_type: str = JSON,
     ) -> None:
-        """One write per scheduled pod (bind, event, status): through the HTTP/1.1
-        transport where it serves this Configuration, else through ``official`` (the
-        official client's method with its arguments bound). The answer is dropped;
-        a non-2xx answer raises ``ApiException`` either way."""
-        if self.transport is None:
-            await self.call_unparsed(official, parse=_ignore, limiter=limiter)
-            return
+        """One write per scheduled pod (bind, event, status) through the HTTP/1.1
+        transport. The answer is dropped; a non-2xx answer raises ``ApiException``."""
         await (limiter or self.limiter).acquire()
         await self.transport.request(method, path, body, content_type)
 
+    async def request_json(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None = None,
+        *,
+        content_type: str = JSON,
+        limiter: TokenBucket | None = None,
+        timeout_s: float | None = None,
+        transport: ApiTransport | None = None,
+    ) -> Any:
+        """``method`` on ``path`` (with its query) with ``body`` as JSON, over
+        ``transport`` (the writes' by default); the answer parsed. A non-2xx answer
+        raises ``ApiException`` with its status, reason and body; ``timeout_s`` bounds
+        the whole call (``TimeoutError``), the transport's own limits otherwise."""
+        await (limiter or self.limiter).acquire()
+        chosen = transport or self.transport
+        payload = b"" if body is None else json.dumps(body).encode()
+        headers = request_headers(self.api_client, method, path, content_type if body is not None else None)
+        asked = chosen.pool.request(method, path, headers, payload)
+        answer = await (asked if timeout_s is None else asyncio.wait_for(asked, timeout_s))
+        raise_for_status(answer)
+        return parse_json(answer.body) if answer.body else None
+
     async def close(self) -> None:
-        if self.transport is not None:
-            await self.transport.close()
+        await self.transport.close()
+        if "lease_transport" in self.__dict__:  # made (cached_property)
+            await self.lease_transport.close()
         self.executor.shutdown(wait=False, cancel_futures=True)
+        self.blocking.close()
         self.api_client.close()  # type: ignore[no-untyped-call]
 
     # ---- binding --------------------------------------------------------------
@@ -255,14 +242,7 @@ class KubeApi:
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         try:
-            await self._write(
-                "POST",
-                pod_path(pod, "binding"),
-                body,
-                lambda **options: self.core.create_namespaced_pod_binding(
-                    pod.name, pod.namespace, client.V1Binding.model_validate(body), **options
-                ),
-            )
+            await self._write("POST", pod_path(pod, "binding"), body)
             return BindResult(BindOutcome.BOUND)
         except ApiException as error:
             detail = _reason(error)
@@ -307,13 +287,7 @@ class KubeApi:
         ``resource_version``; False when it has changed since (409). Raises otherwise."""
         patch = {"metadata": {"annotations": {key: value}, "resourceVersion": resource_version}}
         try:
-            await self._write(
-                "PATCH",
-                f"/api/v1/nodes/{segment(name)}",
-                patch,
-                partial(self.on_core, "patch_node", name, patch, _content_type=MERGE_PATCH),
-                content_type=MERGE_PATCH,
-            )
+            await self._write("PATCH", f"/api/v1/nodes/{segment(name)}", patch, content_type=MERGE_PATCH)
         except ApiException as error:
             if error.status == 409:
                 return False
@@ -358,9 +332,6 @@ class KubeApi:
                 "POST",
                 f"/apis/events.k8s.io/v1/namespaces/{segment(pod.namespace)}/events",
                 event,
-                lambda **options: self.events.create_namespaced_event(
-                    pod.namespace, client.EventsV1Event.model_validate(event), **options
-                ),
                 limiter=self.event_limiter,
             )
         except ApiException as error:
@@ -398,7 +369,6 @@ class KubeApi:
                 "PATCH",
                 pod_path(pod, "status"),
                 patch,
-                partial(self.on_core, "patch_namespaced_pod_status", pod.name, pod.namespace, patch),
                 content_type="application/strategic-merge-patch+json",
             )
         except ApiException as error:
@@ -420,17 +390,7 @@ class KubeApi:
         if pod.uid:
             body["preconditions"] = {"uid": pod.uid}
         try:
-            await self._write(
-                "DELETE",
-                pod_path(pod),
-                body,
-                lambda **options: self.core.delete_namespaced_pod(
-                    pod.name,
-                    pod.namespace,
-                    body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=pod.uid or None)),
-                    **options,
-                ),
-            )
+            await self._write("DELETE", pod_path(pod), body)
         except ApiException as error:
             if error.status == 404:
                 return True
@@ -440,10 +400,6 @@ class KubeApi:
             log.warning("preemption victim %s not deleted: %s: %s", pod.key, type(error).__name__, error)
             return False
         return True
-
-
-def _ignore(body: bytes) -> None:  # noqa: ARG001 - read (so the connection can be reused) and dropped
-    return None
 
 
 def _reason(error: ApiException) -> str:

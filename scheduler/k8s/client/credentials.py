@@ -45,16 +45,20 @@ def kubeconfig_problem(kubeconfig: Path | None, error: Exception) -> str:
     return f"{HOME_KUBECONFIG}: {error}"
 
 
-def load_client_config(settings: ClientSettings) -> client.Configuration:
-    """The client's Configuration from ``settings`` (raises ``ConfigException``)."""
-    # Imported here: ``scheduler.k8s.client.endpoint`` reads this module's order before the
-    # client is imported (0.4-0.5 s).
+def load_configuration(kubeconfig: Path | None) -> client.Configuration:
+    """The official loader's Configuration, in the order above: ``kubeconfig`` when
+    named, else in-cluster, else ``KUBECONFIG`` or ``~/.kube/config`` (raises
+    ``ConfigException``). The only credential loader: ``rl-scheduler run``'s first
+    listing calls it from a thread before the settings are read
+    (``scheduler.k8s.client.first_listing``)."""
+    # Imported here: 0.4-0.5 s, which the first listing's thread spends while the main
+    # thread imports the rest.
     from kubernetes import client, config  # noqa: PLC0415
 
     configuration = client.Configuration()
-    if settings.kubeconfig is not None:
+    if kubeconfig is not None:
         config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=str(settings.kubeconfig), client_configuration=configuration
+            config_file=str(kubeconfig), client_configuration=configuration
         )
     else:
         try:
@@ -63,9 +67,19 @@ def load_client_config(settings: ClientSettings) -> client.Configuration:
             config.load_kube_config(  # type: ignore[no-untyped-call]
                 config_file=default_kubeconfig(), client_configuration=configuration
             )
+    return configuration
+
+
+def load_client_config(
+    settings: ClientSettings, configuration: client.Configuration | None = None
+) -> client.Configuration:
+    """The client's Configuration from ``settings`` (raises ``ConfigException``), or
+    ``configuration`` (loaded already for ``settings.kubeconfig``) with the settings'
+    options."""
+    if configuration is None:
+        configuration = load_configuration(settings.kubeconfig)
     # One connection per worker thread, and a few for the calls of the event loop's own.
     configuration.connection_pool_maxsize = settings.workers + 4
-    # Our callers retry with a log line and a backoff; urllib3's own silent retries (3 by
-    # default) made an unreachable server cost four connect timeouts per logged attempt.
+    # Our callers retry with a log line and a backoff.
     configuration.retries = 0
     return configuration

@@ -1,9 +1,10 @@
-"""GETs by path through the official client's connection pool, TLS, proxy and
-credentials, but not its generated API classes: importing those built pydantic
-validators for every method and took 0.85 s of each start (``CoreV1Api`` alone
-0.6 s), before the first bind. Blocking: for worker threads and the watches' threads.
-Light on purpose: ``rl-scheduler run`` asks for its first listing with it before the
-rest of the scheduler is imported (``scheduler.k8s.client.first_listing``).
+"""GETs by path over the threads' HTTP/1.1 client (``scheduler.k8s.client.blocking``),
+with the official loader's credentials but not the official client's generated API
+classes: importing those built pydantic validators for every method and took 0.85 s
+of each start (``CoreV1Api`` alone 0.6 s), before the first bind. Blocking: for worker
+threads and the watches' threads. Light on purpose: ``rl-scheduler run`` asks for its
+first listing with it before the rest of the scheduler is imported
+(``scheduler.k8s.client.first_listing``).
 """
 
 from __future__ import annotations
@@ -12,82 +13,55 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-import pydantic_core
-
 from scheduler.k8s.client import node_protobuf
+from scheduler.k8s.client.messages import JSON, Timeout, parse_json, raise_for_status, request_headers
 from scheduler.k8s.client.paths import NODES
 from scheduler.k8s.process.heap import collector_paused
 
 if TYPE_CHECKING:
-    from kubernetes import client
+    from scheduler.k8s.client.blocking import BlockingClient, Stream
+
+# Shared with the event loop's writes, and read from here by many callers.
+__all__ = [
+    "JSON",
+    "WORKER_PREFIX",
+    "Listing",
+    "Timeout",
+    "decode_listing",
+    "get_json",
+    "get_listing",
+    "listing",
+    "listing_accept",
+    "parse_json",
+    "raise_for_status",
+    "request_headers",
+    "watch_stream",
+    "with_query",
+]
 
 
-def parse_json(document: bytes) -> Any:
-    """JSON to Python objects (dicts, lists, str, int, float, bool, None), as
-    ``json.loads`` gives them, with pydantic's parser: a 5,000-node listing in 0.11 s
-    against 0.16 s, a pod's watch event in 3.3 us against 7.5 us. Raises ``ValueError``
-    on what is not JSON."""
-    return pydantic_core.from_json(document)
-
-
-JSON = "application/json"
 Listing = tuple[list[dict[str, Any]], str]
-# Names the threads that make the official client's calls: at exit, the scheduler does
+# Names the threads that make blocking API calls: at exit, the scheduler does
 # not wait for one still blocked in a call (``operator.exit_past_blocked_calls``).
 WORKER_PREFIX = "kube-api"
-# How the generated client authenticates every core and events call.
-AUTH_SETTINGS = ["BearerToken"]
-Timeout = tuple[float, float]  # (connect, read) seconds
 
 
-def request_headers(
-    api_client: client.ApiClient,
-    method: str,
-    path: str,
-    content_type: str | None = None,
-    accept: str = JSON,
-) -> dict[str, str]:
-    """A request's headers as the official client sends them: its default headers,
-    ``accept`` (JSON), and the Configuration's token, refreshed by its hook (service
-    account tokens rotate)."""
-    headers = {**api_client.default_headers, "Accept": accept}
-    if content_type is not None:
-        headers["Content-Type"] = content_type
-    api_client.update_params_for_auth(headers, None, AUTH_SETTINGS, path, method, None)
-    return headers
+def with_query(path: str, query: Mapping[str, str] | None) -> str:
+    return path + (f"?{urlencode(query)}" if query else "")
 
 
-def get(
-    api_client: client.ApiClient,
-    path: str,
-    query: Mapping[str, str] | None,
-    timeout: Timeout,
-    accept: str = JSON,
-) -> Any:
-    """GET ``path`` (with ``query``); the urllib3 response, unread. A non-2xx answer
-    raises ``ApiException`` as the generated methods do."""
-    host = str(api_client.configuration.host).rstrip("/")
-    url = host + path + (f"?{urlencode(query)}" if query else "")
-    headers = request_headers(api_client, "GET", path, accept=accept)
-    answer: Any = api_client.call_api("GET", url, header_params=headers, _request_timeout=timeout)
-    if not 200 <= answer.status <= 299:
-        from kubernetes.client.exceptions import ApiException  # noqa: PLC0415 - light module (above)
-
-        answer.read()
-        raise ApiException.from_response(http_resp=answer, body=None, data=None)
-    return answer.response
-
-
-def get_json(api_client: client.ApiClient, path: str, timeout: Timeout) -> dict[str, Any]:
-    """``get``, read (the connection goes back to the pool at once) and parsed."""
-    response = get(api_client, path, None, timeout)
-    try:
-        body = response.read()
-    finally:
-        response.release_conn()
+def get_json(http: BlockingClient, path: str, timeout: Timeout) -> dict[str, Any]:
+    """GET ``path``, parsed (``ApiException`` unless 2xx)."""
+    answer = http.request("GET", path, timeout=timeout)
+    raise_for_status(answer)
     with collector_paused():  # a JSON document has no cycles (scheduler.k8s.process.heap)
-        parsed: dict[str, Any] = parse_json(body)
+        parsed: dict[str, Any] = parse_json(answer.body)
     return parsed
+
+
+def watch_stream(http: BlockingClient, path: str, query: Mapping[str, str], timeout: Timeout) -> Stream:
+    """A watch's GET, its body read as it arrives (``Stream``)."""
+    return http.open_stream(with_query(path, query), timeout)
 
 
 def listing(document: Mapping[str, Any]) -> Listing:
@@ -111,11 +85,8 @@ def decode_listing(content_type: str, body: bytes) -> Listing:
         return listing(parse_json(body))
 
 
-def get_listing(api_client: client.ApiClient, path: str, timeout: Timeout) -> Listing:
-    """A listing of ``path`` through the official client's pool, read at once."""
-    response = get(api_client, path, None, timeout, accept=listing_accept(path))
-    try:
-        body = response.read()
-    finally:
-        response.release_conn()
-    return decode_listing(str(response.headers.get("Content-Type") or ""), body)
+def get_listing(http: BlockingClient, path: str, timeout: Timeout) -> Listing:
+    """A listing of ``path``, read at once (``ApiException`` unless 2xx)."""
+    answer = http.request("GET", path, accept=listing_accept(path), timeout=timeout)
+    raise_for_status(answer)
+    return decode_listing(answer.headers.get("content-type", ""), answer.body)

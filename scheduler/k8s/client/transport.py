@@ -11,9 +11,8 @@ after it, cost about as much again as FGD's decision at 100 nodes. The same requ
 (URL, JSON body, the Configuration's TLS settings and auth headers) written from the
 loop costs 0.11 ms of CPU all at once and 0.30 ms one at a time, against about 0.6 and
 0.9 ms through the official client (benchmarks/api_write_cost.py against the dev
-cluster on 2 shared cores). The transport serves the Configurations it can reproduce
-exactly; with a proxy, or a hostname to check that is not the server's, ``KubeApi``
-keeps the official client for these writes too.
+cluster on 2 shared cores). It reaches the server as the official client would: its
+TLS settings, ``tls_server_name`` and HTTP proxy (``scheduler.k8s.client.route``).
 """
 
 from __future__ import annotations
@@ -21,25 +20,23 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
-import time
 from collections import deque
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from scheduler.k8s.client.http1 import HttpProtocolError, Response, ResponseReader, encode_request
-from scheduler.k8s.client.reads import request_headers
+from scheduler.k8s.client.messages import request_headers
+from scheduler.k8s.client.route import Route, configured_route, route
+from scheduler.k8s.client.tls import ResumingContext, ssl_context
+
+__all__ = ["ApiTransport", "ConnectionPool", "ResumingContext", "ssl_context"]
 
 # Seconds a write may take: the API server ends a request after 60 s; connecting is quick.
 REQUEST_TIMEOUT_S = 70.0
 CONNECT_TIMEOUT_S = 10.0
-# Connections whose sessions a new one may resume: the newest with a ticket is taken,
-# and kept for a second before the next lookup.
-RECENT_CONNECTIONS = 8
-SESSION_LOOKUP_S = 1.0
 # A connection idle this long is closed rather than reused: the server may be closing it.
 IDLE_S = 15.0
 
@@ -113,10 +110,10 @@ class Connection(asyncio.Protocol):
 
 
 class ConnectionPool:
-    """Requests to the server at ``url`` over at most ``limit`` connections, reused
-    while they stay open (newest first). A request waits for a connection when
-    ``limit`` are busy. A connection that fails, times out or is cancelled mid-request
-    is closed, never reused."""
+    """Requests to the server at ``url`` (or along ``to``, a ``route.Route``: through a
+    proxy, say) over at most ``limit`` connections, reused while they stay open (newest
+    first). A request waits for a connection when ``limit`` are busy. A connection that
+    fails, times out or is cancelled mid-request is closed, never reused."""
 
     def __init__(
         self,
@@ -126,18 +123,18 @@ class ConnectionPool:
         limit: int,
         connect_timeout_s: float,
         request_timeout_s: float,
+        to: Route | None = None,
     ) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"not an http(s) server address: {url!r}")
-        secure = parts.scheme == "https"
-        self.host = parts.hostname
-        self.port = parts.port or (443 if secure else 80)
-        self.prefix = parts.path.rstrip("/")
-        name = f"[{self.host}]" if ":" in self.host else self.host
-        self.authority = name if parts.port is None else f"{name}:{self.port}"
-        self.ssl = ssl_context if secure else None
-        self.server_hostname = server_hostname if secure else None
+        if to is None:
+            to = route(url, ssl_context, server_hostname)
+        self.route = to
+        self.host = to.server.host
+        self.port = to.server.port
+        self.prefix = to.prefix
+        self.authority = to.server.authority
+        self.ssl = to.ssl
+        self.server_hostname = to.server_hostname
+        self.headers = to.request_headers
         self.limit = limit
         self.connect_timeout_s = connect_timeout_s
         self.request_timeout_s = request_timeout_s
@@ -148,6 +145,8 @@ class ConnectionPool:
 
     async def request(self, method: str, target: str, headers: Mapping[str, str], body: bytes) -> Response:
         """Send one request (``target``: the path and query, below the URL's path)."""
+        if self.headers:
+            headers = {**headers, **self.headers}
         request = encode_request(method, self.prefix + target, self.authority, headers, body)
         connection = await self._acquire()
         try:
@@ -200,22 +199,40 @@ class ConnectionPool:
             raise
 
     async def _connect(self) -> Connection:
-        loop = asyncio.get_running_loop()
-        connecting = loop.create_connection(
-            Connection,
-            self.host,
-            self.port,
-            ssl=self.ssl,
-            server_hostname=self.server_hostname,
-            ssl_handshake_timeout=self.connect_timeout_s if self.ssl is not None else None,
-        )
         try:
-            _, connection = await asyncio.wait_for(connecting, self.connect_timeout_s)
+            _, connection = await asyncio.wait_for(self._connecting(), self.connect_timeout_s)
         except TimeoutError:
+            address = self.route.socket_address.authority
             raise TimeoutError(
-                f"could not connect to {self.authority} in {self.connect_timeout_s:g} s"
+                f"connecting to {address} timed out after {self.connect_timeout_s:g} s"
             ) from None
         return connection
+
+    async def _connecting(self) -> tuple[asyncio.BaseTransport, Connection]:
+        loop = asyncio.get_running_loop()
+        handshake_s = self.connect_timeout_s if self.ssl is not None else None
+        if self.route.tunnel:
+            sock = await self.route.open_tunnel()
+            try:
+                return await loop.create_connection(
+                    Connection,
+                    sock=sock,
+                    ssl=self.ssl,
+                    server_hostname=self.route.tls_name if self.ssl is not None else None,
+                    ssl_handshake_timeout=handshake_s,
+                )
+            except BaseException:
+                sock.close()
+                raise
+        address = self.route.socket_address
+        return await loop.create_connection(
+            Connection,
+            address.host,
+            address.port,
+            ssl=self.ssl,
+            server_hostname=self.server_hostname,
+            ssl_handshake_timeout=handshake_s,
+        )
 
     def _hand_back(self, connection: Connection | None) -> None:
         """A waiter that was handed ``connection`` (or a slot, None) is gone."""
@@ -249,87 +266,6 @@ class ConnectionPool:
         return False
 
 
-def supports(configuration: client.Configuration) -> bool:
-    """Whether ``ApiTransport`` reproduces how the official client would connect."""
-    return not configuration.proxy and not isinstance(configuration.assert_hostname, str)
-
-
-class ResumingContext(ssl.SSLContext):
-    """A client context that offers the server the session of an earlier connection.
-
-    A burst of binds opens up to ``client.connections`` connections at once, and each
-    full TLS handshake costs both ends a key exchange and signatures (2-3 ms of this
-    process's CPU with a client certificate, and the API server's on the same cores).
-    A resumed session skips the certificates and their signatures. asyncio makes each
-    connection's ``SSLObject`` with ``wrap_bio``; this context hands it the newest
-    session that carries a ticket. The server decides: one that does not take the
-    ticket (expired, or tickets off) answers with a full handshake."""
-
-    def __new__(cls) -> ResumingContext:
-        return super().__new__(cls, ssl.PROTOCOL_TLS_CLIENT)
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._recent: deque[ssl.SSLObject] = deque(maxlen=RECENT_CONNECTIONS)
-        self._session: ssl.SSLSession | None = None
-        self._session_found_at = 0.0
-
-    @property
-    def recent_connections(self) -> tuple[ssl.SSLObject, ...]:
-        """The newest connections made with this context, oldest first."""
-        return tuple(self._recent)
-
-    def resumable_session(self) -> ssl.SSLSession | None:
-        """The newest session the server gave a ticket for (TLS 1.3 sends it after the
-        handshake, so a connection has one once it has read an answer). Looked up at
-        most once a second: a burst opens hundreds of connections."""
-        now = time.monotonic()
-        if self._session is not None and now - self._session_found_at < SESSION_LOOKUP_S:
-            return self._session
-        for connection in reversed(self._recent):
-            try:
-                session = connection.session
-            except ValueError:  # OpenSSL cannot serialize it yet: mid-handshake
-                continue
-            if session is not None and session.has_ticket:
-                self._session, self._session_found_at = session, now
-                return session
-        return None
-
-    def wrap_bio(
-        self,
-        incoming: ssl.MemoryBIO,
-        outgoing: ssl.MemoryBIO,
-        server_side: bool = False,
-        server_hostname: str | bytes | None = None,
-        session: ssl.SSLSession | None = None,
-    ) -> ssl.SSLObject:
-        if session is None and not server_side:
-            session = self.resumable_session()
-        connection = super().wrap_bio(incoming, outgoing, server_side, server_hostname, session)
-        self._recent.append(connection)
-        return connection
-
-
-def ssl_context(configuration: client.Configuration) -> ResumingContext:
-    """The TLS settings the official client gives urllib3: the CA (file or data), the
-    client certificate, and whether to verify the server at all (the defaults of
-    ``ssl.create_default_context`` otherwise)."""
-    context = ResumingContext()
-    if configuration.ssl_ca_cert or configuration.ca_cert_data:
-        context.load_verify_locations(cafile=configuration.ssl_ca_cert, cadata=configuration.ca_cert_data)
-    else:
-        context.load_default_certs(ssl.Purpose.SERVER_AUTH)
-    if configuration.cert_file:
-        context.load_cert_chain(configuration.cert_file, configuration.key_file)
-    if not configuration.verify_ssl:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    elif configuration.assert_hostname is False:
-        context.check_hostname = False
-    return context
-
-
 class ApiTransport:
     """JSON requests to the API server; a non-2xx answer raises ``ApiException`` with
     its status, reason and body, as the official client does."""
@@ -338,10 +274,11 @@ class ApiTransport:
         self.api_client = api_client
         configuration = api_client.configuration
         self.host = str(configuration.host).rstrip("/")
-        self.server_hostname = configuration.tls_server_name or None
         self.ssl: ResumingContext | None = (
             ssl_context(configuration) if self.host.startswith("https:") else None
         )
+        self.route = configured_route(configuration, self.ssl)
+        self.server_hostname = self.route.server_hostname
         self.max_connections = max_connections
         self.pool = self._new_pool()
 
@@ -353,6 +290,7 @@ class ApiTransport:
             self.max_connections,
             CONNECT_TIMEOUT_S,
             REQUEST_TIMEOUT_S,
+            self.route,
         )
 
     async def request(

@@ -6,9 +6,10 @@ machinery (a body wrapper, a worker task per object, handler matching) cost the 
 loop more CPU than scheduling a pod (py-spy, 1,000 pods bound at QPS 5000), and at
 start-up it replayed the whole node listing our own listing had already applied (6 s
 of the event loop for 5,000 nodes, before and while the first pods were scheduled).
-Here a thread per kind reads the stream through the official client's connection
-pool (``KubeApi.get``, by path), decodes the lines, and hands the events to the event loop in batches, in
-order. Namespaces, few and rarely changed, stay on kopf.
+Here a thread per kind reads the stream over the threads' HTTP/1.1 client
+(``KubeApi.stream``, by path; ``scheduler.k8s.client.blocking``), decodes the lines,
+and hands the events to the event loop in batches, in order. Namespaces, few and
+rarely changed, stay on kopf.
 
 A watch starts at the resourceVersion of the runtime's listing and resumes from the
 last one it saw after a dropped connection (backoff 1 s doubling to 30 s). When the
@@ -20,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
@@ -30,13 +30,21 @@ from kubernetes.client.exceptions import ApiException
 
 from scheduler.k8s.client.api import KubeApi
 from scheduler.k8s.client.backoff import backoff_delays
-from scheduler.k8s.client.reads import parse_json
+from scheduler.k8s.client.blocking import Stream
+from scheduler.k8s.client.messages import parse_json
 
 log = logging.getLogger(__name__)
 
 Event = tuple[str, dict[str, Any]]
 # The API server ends a watch after this long; a new one resumes where it stopped.
 WATCH_TIMEOUT_S = 300
+# The longest line a watch may send: one event, an object of at most 1.5 MiB (etcd's
+# limit) in JSON with its envelope. A longer one ends the watch (it resumes, or lists).
+MAX_LINE_BYTES = 16 * 1024 * 1024
+
+
+class WatchLineTooLongError(ConnectionError):
+    """A watch sent a line longer than ``MAX_LINE_BYTES``."""
 
 
 class ResourceVersionGoneError(Exception):
@@ -49,16 +57,21 @@ class LineDecoder:
 
     A line is ``{"type": ..., "object": {...}}``. BOOKMARK events only move the
     version; an ERROR event with code 410 raises ``ResourceVersionGoneError``; other ERROR
-    events are logged and skipped. A line that is not JSON is logged and skipped.
+    events are logged and skipped. A line that is not JSON is logged and skipped; one
+    longer than ``max_line`` raises ``WatchLineTooLongError`` (the stream has no limit
+    of its own).
     """
 
     resource_version: str
     what: str = "watch"  # for log lines
+    max_line: int = MAX_LINE_BYTES
     _partial: bytes = field(default=b"", repr=False)
 
     def feed(self, chunk: bytes) -> list[Event]:
         data = self._partial + chunk
         *lines, self._partial = data.split(b"\n")
+        if len(self._partial) > self.max_line or any(len(line) > self.max_line for line in lines):
+            raise WatchLineTooLongError(f"{self.what}: a line is longer than {self.max_line} bytes")
         events: list[Event] = []
         for line in lines:
             event = self._decode(line)
@@ -107,7 +120,7 @@ class ResourceWatch:
         self.path = path
         self.deliver = deliver
         self.relist = relist
-        self._response: Any = None
+        self._stream_now: Stream | None = None
 
     @property
     def what(self) -> str:
@@ -188,24 +201,16 @@ class ResourceWatch:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(WATCH_TIMEOUT_S),
         }
-        response: Any = self.api.get(self.path, query, (self.api.timeout[0], WATCH_TIMEOUT_S + 30))
-        self._response = response
+        stream = self.api.stream(self.path, query, (self.api.timeout[0], WATCH_TIMEOUT_S + 30))
+        self._stream_now = stream
         try:
-            yield from response.stream(amt=None, decode_content=False)
+            yield from stream
         finally:
-            self._response = None
-            response.release_conn()
+            self._stream_now = None
 
     def _close(self) -> None:
-        """End the thread's read by shutting the socket down: the read returns at once
-        and the thread ends. (Closing the response from here waited for the reader's
-        buffer lock, i.e. for the next event or the watch's 300 s timeout, with the
-        event loop stalled: a SIGTERM took minutes.)"""
-        connection = getattr(self._response, "connection", None)
-        sock = getattr(connection, "sock", None)
-        if sock is not None:
-            try:
-                # socket.socket's own shutdown: SSLSocket's drops its TLS state under the reader.
-                socket.socket.shutdown(sock, socket.SHUT_RDWR)
-            except OSError as error:  # already closed; nothing left to end
-                log.debug("closing the %s: %s", self.what, error)
+        """End the thread's read by shutting its socket down (``Stream.shutdown``): the
+        read returns at once and the thread ends, however long the next event takes."""
+        stream = self._stream_now
+        if stream is not None:
+            stream.shutdown()

@@ -13,9 +13,10 @@ from scheduler.cli_values import COUNT, POSITIVE, existing_dir, existing_file, n
 from scheduler.errors import CommandLineError
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from kubernetes import client
 
-    from scheduler.k8s.client.endpoint import Endpoint
     from scheduler.k8s.client.first_listing import FirstListing
     from scheduler.k8s.process.settings import Settings
 
@@ -53,7 +54,8 @@ def register(commands: Any) -> None:
 def check_credentials(
     args: argparse.Namespace, settings: Settings, early: EarlyListing | None = None
 ) -> client.Configuration:
-    """Load the client's credentials once before anything starts; none is one line
+    """Load the client's credentials once before anything starts (the early listing's
+    thread has, when the settings name the kubeconfig it guessed); none is one line
     naming where the kubeconfig was given (the option, or the settings' field)."""
     from kubernetes.config import ConfigException  # noqa: PLC0415
 
@@ -61,7 +63,7 @@ def check_credentials(
     from scheduler.k8s.process.settings import SettingsError  # noqa: PLC0415
 
     try:
-        return load_client_config(settings.client)
+        return load_client_config(settings.client, early.loaded() if early is not None else None)
     except ConfigException as error:
         if early is not None:
             early.listing.drop()
@@ -72,7 +74,7 @@ def check_credentials(
 
 
 def run(args: argparse.Namespace) -> int:
-    early = start_early_listing(args)
+    early: EarlyListing | None = start_early_listing(args)
     from scheduler.k8s.process.settings import load_settings  # noqa: PLC0415
 
     client_settings: dict[str, Any] = {}
@@ -100,10 +102,10 @@ def run(args: argparse.Namespace) -> int:
         updates["leader_election"] = settings.leader_election.model_copy(update={"enabled": False})
     if updates:
         settings = settings.model_copy(update=updates)
+    if early is not None and not early.serves(settings):
+        early = None
     configuration = check_credentials(args, settings, early)
-    first_listing = early.listing if early is not None and early.serves(settings, configuration) else None
-    if first_listing is None:
-        first_listing = start_official_listing(configuration, settings)
+    first_listing = early.listing if early is not None else start_listing(configuration, settings)
     # Imported while the first listing is in flight (scheduler.k8s.client.first_listing).
     from scheduler.k8s.process.operator import (  # noqa: PLC0415 - keeps other commands light
         configure_logging,
@@ -119,45 +121,48 @@ def run(args: argparse.Namespace) -> int:
 
 @dataclass(frozen=True)
 class EarlyListing:
-    """The listings ``rl-scheduler run`` starts before it reads its settings, and what
-    they were sent with."""
+    """The listings ``rl-scheduler run`` starts before it reads its settings, and the
+    credentials they were sent with (loaded by the official loader in a thread)."""
 
     listing: FirstListing
     kubeconfig: Path | None  # the settings' client.kubeconfig, as guessed
-    endpoint: Endpoint
+    configuration: Future[client.Configuration]
 
-    def serves(self, settings: Settings, configuration: client.Configuration) -> bool:
-        """Whether the settings and the official client agree with the guess (else the
-        listings are dropped)."""
-        if settings.client.kubeconfig == self.kubeconfig and self.endpoint.agrees_with(configuration):
+    def serves(self, settings: Settings) -> bool:
+        """Whether the settings name the kubeconfig guessed (else the listings are
+        dropped)."""
+        if settings.client.kubeconfig == self.kubeconfig:
             return True
         self.listing.drop()
         return False
 
+    def loaded(self) -> client.Configuration | None:
+        """The Configuration the thread loaded (its ``ConfigException`` raised here);
+        None where it failed otherwise: the caller loads it again, and says why."""
+        from kubernetes.config import ConfigException  # noqa: PLC0415
 
-def start_early_listing(args: argparse.Namespace) -> EarlyListing | None:
-    """The first listing, sent before the settings and the official client are
-    imported (``scheduler.k8s.client.first_listing``); None where ``scheduler.k8s.client.endpoint``
-    cannot read the credentials."""
-    from scheduler.k8s.client import endpoint, paths  # noqa: PLC0415
+        try:
+            return self.configuration.result()
+        except ConfigException:
+            raise
+        except Exception:
+            return None
+
+
+def start_early_listing(args: argparse.Namespace) -> EarlyListing:
+    """The first listing, sent before the settings are read and while the rest is
+    imported (``scheduler.k8s.client.first_listing``)."""
+    from scheduler.k8s.client import paths  # noqa: PLC0415
     from scheduler.k8s.client.first_listing import early_listing, speculated_kubeconfig  # noqa: PLC0415
 
     kubeconfig = speculated_kubeconfig(args.kubeconfig, args.config)
-    where = endpoint.resolve(kubeconfig)
-    if where is None:
-        return None
-    try:
-        listing = early_listing(where, paths.LISTED)
-    except (OSError, ValueError):  # credentials the TLS layer refuses: the official loader will say why
-        return None
-    return EarlyListing(listing, kubeconfig, where)
+    listing, configuration = early_listing(kubeconfig, paths.LISTED)
+    return EarlyListing(listing, kubeconfig, configuration)
 
 
-def start_official_listing(configuration: client.Configuration, settings: Settings) -> FirstListing:
-    from kubernetes import client  # noqa: PLC0415
-
+def start_listing(configuration: client.Configuration, settings: Settings) -> FirstListing:
     from scheduler.k8s.client import paths  # noqa: PLC0415
-    from scheduler.k8s.client.first_listing import official_listing  # noqa: PLC0415
+    from scheduler.k8s.client.first_listing import start_listing  # noqa: PLC0415
 
     timeout = (settings.client.connect_timeout_s, settings.client.read_timeout_s)
-    return official_listing(client.ApiClient(configuration), paths.LISTED, timeout)
+    return start_listing(configuration, paths.LISTED, timeout)

@@ -6,6 +6,10 @@ duration (measured on its own clock, from when it last saw the record change, so
 clock skew between machines does not matter). The leader renews every retry period
 and steps down if it could not renew for the renew deadline. Writes use the Lease's
 resourceVersion, so two candidates can never both win.
+
+The Lease is plain JSON over ``KubeApi``'s transport for leases (a connection and a
+token bucket of its own); a replace sends back the object as read, with its spec
+changed, so fields this module does not know survive.
 """
 
 from __future__ import annotations
@@ -13,17 +17,43 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from scheduler.k8s.client.api import KubeApi, now
+from scheduler.k8s.client.api import KubeApi, micro_time, now, segment
 from scheduler.k8s.process.settings import LeaderElectionSettings
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+
+
+class LeaseError(ValueError):
+    """A Lease whose spec is not what the API's schema allows (names the field)."""
+
+
+def lease_spec(lease: Any, where: str) -> dict[str, Any]:
+    """The spec of a Lease as read, checked field by field against the schema for the
+    fields the election reads; a copy to change and write back."""
+    if not isinstance(lease, Mapping):
+        raise LeaseError(f"Lease {where}: the answer is not an object")
+    spec = lease.get("spec")
+    if spec is None:
+        return {}
+    if not isinstance(spec, Mapping):
+        raise LeaseError(f"Lease {where}: spec is not an object")
+    for field, kind in (
+        ("holderIdentity", str),
+        ("leaseDurationSeconds", int),
+        ("leaseTransitions", int),
+        ("renewTime", str),
+        ("acquireTime", str),
+    ):
+        value = spec.get(field)
+        if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+            raise LeaseError(f"Lease {where}: spec.{field} is not a {kind.__name__}: {value!r}")
+    return dict(spec)
 
 
 class LeaderElector:
@@ -49,11 +79,19 @@ class LeaderElector:
         self._last_renew = 0.0
         # A Lease call that hangs must not outlast the renew deadline (client-go bounds
         # each renewal by it too).
-        self.timeout = (api.timeout[0], min(api.timeout[1], settings.renew_deadline_s))
+        self.timeout_s = min(api.timeout[1], settings.renew_deadline_s)
+        self.collection = LEASES.format(namespace=segment(self.namespace))
+        self.path = f"{self.collection}/{segment(name)}"
+        self.where = f"{self.namespace}/{name}"
 
-    async def _call(self, function: Callable[..., T], *args: Any) -> T:
-        return await self.api.call(
-            function, *args, limiter=self.api.lease_limiter, _request_timeout=self.timeout
+    async def _call(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Any:
+        return await self.api.request_json(
+            method,
+            path,
+            body,
+            limiter=self.api.lease_limiter,
+            timeout_s=self.timeout_s,
+            transport=self.api.lease_transport,
         )
 
     @property
@@ -92,31 +130,29 @@ class LeaderElector:
             self.on_change(leading)
 
     async def try_acquire_or_renew(self) -> bool:
-        coordination = self.api.coordination
         try:
-            lease = await self._call(coordination.read_namespaced_lease, self.name, self.namespace)
+            lease = await self._call("GET", self.path)
         except ApiException as error:
             if error.status != 404:
                 raise
             return await self._create()
-        spec = lease.spec or client.V1LeaseSpec()
-        record = (spec.holder_identity, spec.renew_time, spec.lease_transitions)
+        spec = lease_spec(lease, self.where)
+        record = (spec.get("holderIdentity"), spec.get("renewTime"), spec.get("leaseTransitions"))
         if record != self._observed:
             self._observed, self._observed_at = record, self.clock()
-        holder = spec.holder_identity or ""
-        duration = spec.lease_duration_seconds or self.settings.lease_duration_s
+        holder = spec.get("holderIdentity") or ""
+        duration = spec.get("leaseDurationSeconds") or self.settings.lease_duration_s
         if holder and holder != self.identity and self.clock() < self._observed_at + duration:
             return False  # someone else holds a live lease
-        stamp = now()
+        stamp = micro_time(now())
         if holder != self.identity:
-            spec.acquire_time = stamp
-            spec.lease_transitions = (spec.lease_transitions or 0) + (1 if holder else 0)
-        spec.holder_identity = self.identity
-        spec.lease_duration_seconds = int(self.settings.lease_duration_s)
-        spec.renew_time = stamp
-        lease.spec = spec
+            spec["acquireTime"] = stamp
+            spec["leaseTransitions"] = (spec.get("leaseTransitions") or 0) + (1 if holder else 0)
+        spec["holderIdentity"] = self.identity
+        spec["leaseDurationSeconds"] = int(self.settings.lease_duration_s)
+        spec["renewTime"] = stamp
         try:
-            await self._call(coordination.replace_namespaced_lease, self.name, self.namespace, lease)
+            await self._call("PUT", self.path, {**lease, "spec": spec})
         except ApiException as error:
             if error.status == 409:  # someone else wrote it first
                 return False
@@ -124,19 +160,21 @@ class LeaderElector:
         return True
 
     async def _create(self) -> bool:
-        stamp = now()
-        lease = client.V1Lease(
-            metadata=client.V1ObjectMeta(name=self.name, namespace=self.namespace),
-            spec=client.V1LeaseSpec(
-                holder_identity=self.identity,
-                lease_duration_seconds=int(self.settings.lease_duration_s),
-                acquire_time=stamp,
-                renew_time=stamp,
-                lease_transitions=0,
-            ),
-        )
+        stamp = micro_time(now())
+        lease = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": self.name, "namespace": self.namespace},
+            "spec": {
+                "holderIdentity": self.identity,
+                "leaseDurationSeconds": int(self.settings.lease_duration_s),
+                "acquireTime": stamp,
+                "renewTime": stamp,
+                "leaseTransitions": 0,
+            },
+        }
         try:
-            await self._call(self.api.coordination.create_namespaced_lease, self.namespace, lease)
+            await self._call("POST", self.collection, lease)
         except ApiException as error:
             if error.status == 409:
                 return False
@@ -152,19 +190,15 @@ class LeaderElector:
             self._set(False)
         for _attempt in range(3):
             try:
-                lease = await self._call(
-                    self.api.coordination.read_namespaced_lease, self.name, self.namespace
-                )
-                spec = lease.spec
-                if spec is None or spec.holder_identity != self.identity:
+                lease = await self._call("GET", self.path)
+                spec = lease_spec(lease, self.where)
+                if spec.get("holderIdentity") != self.identity:
                     return False
-                stamp = now()
-                spec.holder_identity = ""
-                spec.lease_duration_seconds = 1
-                spec.acquire_time = spec.renew_time = stamp
-                await self._call(
-                    self.api.coordination.replace_namespaced_lease, self.name, self.namespace, lease
-                )
+                stamp = micro_time(now())
+                spec["holderIdentity"] = ""
+                spec["leaseDurationSeconds"] = 1
+                spec["acquireTime"] = spec["renewTime"] = stamp
+                await self._call("PUT", self.path, {**lease, "spec": spec})
             except ApiException as error:
                 if error.status == 409:
                     continue

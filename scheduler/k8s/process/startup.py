@@ -17,7 +17,6 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import MaxRetryError
 
 from scheduler.k8s.client.backoff import backoff_delays
 
@@ -26,13 +25,11 @@ T = TypeVar("T")
 
 
 def describe(error: BaseException) -> str:
-    """An API call's failure as one short phrase. urllib3 wraps the cause (a connect
-    timeout, a refused connection) in ``MaxRetryError`` with the whole URL."""
-    if isinstance(error, MaxRetryError) and error.reason is not None:
-        error = error.reason
+    """An API call's failure as one short phrase: the status of a refusal, else the
+    error's type and message."""
     if isinstance(error, ApiException):
         return f"{error.status} {error.reason}"
-    # urllib3's errors carry (connection or pool, ..., message): the message says it.
+    # OSErrors carry (errno, message): the message says it.
     last = error.args[-1] if error.args else None
     return f"{type(error).__name__}: {last if isinstance(last, str) else error}"
 

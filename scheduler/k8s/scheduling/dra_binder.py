@@ -23,21 +23,17 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
-from functools import partial
 from typing import Any
-
-from kubernetes import client
 
 from scheduler.dra.allocator import ClaimAllocation
 from scheduler.dra.catalog import ClaimLookupError, DraCatalog
 from scheduler.dra.gpu_view import sync_dra_gpus
 from scheduler.dra.node_filter import filter_node
 from scheduler.dra.objects import Allocation, DraObjectError, ResourceClaim
-from scheduler.k8s.client.api import MERGE_PATCH, KubeApi
+from scheduler.k8s.client.api import MERGE_PATCH, KubeApi, segment
 from scheduler.k8s.scheduling.binding_cycle import BindingCycle, PreBindError
 from scheduler.objects.fields import FieldReader
 from scheduler.objects.pod import Pod
@@ -273,21 +269,9 @@ def api_patcher(api: KubeApi) -> PatchClaim:
     async def patch(
         namespace: str, name: str, body: Mapping[str, Any], content_type: str, subresource: str
     ) -> Mapping[str, Any]:
-        resource = client.ResourceV1Api(api.api_client)
-        method = (
-            resource.patch_namespaced_resource_claim_status
-            if subresource == "status"
-            else resource.patch_namespaced_resource_claim
-        )
-        answer: Mapping[str, Any] = await api.call_unparsed(
-            partial(
-                method,
-                name,
-                namespace,
-                dict(body),
-                _content_type=content_type,
-            ),
-            parse=json.loads,
+        path = f"/apis/resource.k8s.io/v1/namespaces/{segment(namespace)}/resourceclaims/{segment(name)}"
+        answer: Mapping[str, Any] = await api.request_json(
+            "PATCH", f"{path}/status" if subresource == "status" else path, body, content_type=content_type
         )
         return answer
 

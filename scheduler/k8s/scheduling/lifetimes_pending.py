@@ -53,9 +53,10 @@ def register(commands: Any) -> None:
 
 
 def _api(kubeconfig: Path | None) -> Any:
-    from kubernetes import client  # noqa: PLC0415
+    """A ``BlockingClient`` with the credentials ``rl-scheduler run`` would find."""
     from kubernetes.config import ConfigException  # noqa: PLC0415
 
+    from scheduler.k8s.client.blocking import BlockingClient  # noqa: PLC0415
     from scheduler.k8s.client.credentials import kubeconfig_problem, load_client_config  # noqa: PLC0415
     from scheduler.k8s.process.settings import ClientSettings  # noqa: PLC0415
 
@@ -63,20 +64,22 @@ def _api(kubeconfig: Path | None) -> Any:
         configuration = load_client_config(ClientSettings(kubeconfig=kubeconfig))
     except ConfigException as error:
         raise CommandLineError(COMMAND, "--kubeconfig", kubeconfig_problem(kubeconfig, error)) from None
-    configuration.retries = 0
-    return client.CoreV1Api(client.ApiClient(configuration))
+    return BlockingClient(configuration)
 
 
-def _items(call: Any, what: str, **options: Any) -> list[dict[str, Any]]:
-    """A listing's items; one line (no traceback) when the API server does not answer."""
+def _items(http: Any, path: str, what: str) -> list[dict[str, Any]]:
+    """A listing's items; one line (no traceback) when the API server does not answer
+    or answers something that is not a listing."""
     try:
-        response = call(_preload_content=False, _request_timeout=(5, 60), **options)
-        items: list[dict[str, Any]] = json.loads(response.data).get("items") or []
+        answer = http.json("GET", path, timeout=(5.0, 60.0))
     except Exception as error:  # connection refused, 403, a proxy's HTML: all one line
         status = getattr(error, "status", None)
-        reason = getattr(error, "reason", None) or str(error).splitlines()[0][:200]
+        reason = getattr(error, "reason", None) or (str(error).splitlines() or [""])[0][:200]
         detail = f"HTTP {status} {reason}" if status else f"{type(error).__name__}: {reason}"
         raise SchedulerInputError(f"listing {what}", "api", detail) from None
+    items = (answer.get("items") or []) if isinstance(answer, dict) else None
+    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+        raise SchedulerInputError(f"listing {what}", "items", "not a list of objects")
     return items
 
 
@@ -179,10 +182,13 @@ def pending(args: argparse.Namespace) -> int:
     from scheduler.sim.report import format_table  # noqa: PLC0415
 
     settings = load_settings(args.config)
-    core = _api(args.kubeconfig)
-    nodes = _items(core.list_node, "nodes")
-    pods = _items(core.list_pod_for_all_namespaces, "pods")
-    namespaces = _items(core.list_namespace, "namespaces")
+    http = _api(args.kubeconfig)
+    try:
+        nodes = _items(http, "/api/v1/nodes", "nodes")
+        pods = _items(http, "/api/v1/pods", "pods")
+        namespaces = _items(http, "/api/v1/namespaces", "namespaces")
+    finally:
+        http.close()
     store = args.policy_store if args.policy_store is not None else settings.policy_store
     rows, model = pending_rows(
         nodes, pods, namespaces, settings, args.scheduler_name, store, args.samples, args.namespace

@@ -22,8 +22,9 @@ the field, counted in ``rl_scheduler_policy_load_failures_total`` (``corrupt`` o
 ``missing``), and the replica keeps the version it has. Two replicas that see the same
 channel therefore load the same version, each from its own cache folder.
 
-``KubePolicyObjects`` is the store's ``PolicyObjects`` over the official client, for
-the scheduler and the trainer (``rl-scheduler trainer --policy-namespace``).
+``KubePolicyObjects`` is the store's ``PolicyObjects`` in plain JSON over the blocking
+client (``scheduler.k8s.client.blocking``), for the scheduler and the trainer
+(``rl-scheduler trainer --policy-namespace``).
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlencode
 
+from scheduler.k8s.client.blocking import BlockingClient
 from scheduler.online.store import CURRENT, PolicyStore
 from scheduler.online.store_crd import (
     API_VERSION,
@@ -58,80 +61,80 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TIMEOUT_S = (5.0, 30.0)
+MERGE_PATCH = "application/merge-patch+json"
 
 
 class KubePolicyObjects:
-    """``PolicyObjects`` in ``namespace`` through the official client."""
+    """``PolicyObjects`` in ``namespace`` over ``api_client``'s Configuration and
+    credentials (a ``BlockingClient`` of its own). An answer that is not an object,
+    or a listing whose ``items`` is not a list of objects, raises ``PolicyVersionError``
+    naming the collection and the field."""
 
     def __init__(self, api_client: client.ApiClient, namespace: str) -> None:
-        from kubernetes import client  # noqa: PLC0415 - only where the store is in the API
-
-        self.api = client.CustomObjectsApi(api_client)
+        self.http = BlockingClient(api_client.configuration, api_client)
         self.namespace = namespace
+
+    def path(self, plural: str, name: str = "", subresource: str = "") -> str:
+        """The path of a collection of ours in the namespace, or of one object in it."""
+        collection = f"/apis/{GROUP}/{API_VERSION}/namespaces/{_segment(self.namespace)}/{plural}"
+        path = f"{collection}/{_segment(name)}" if name else collection
+        return f"{path}/{subresource}" if subresource else path
 
     def get(self, plural: str, name: str) -> dict[str, Any] | None:
         from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
 
+        path = self.path(plural, name)
         try:
-            answer: Any = self.api.get_namespaced_custom_object(
-                GROUP, API_VERSION, self.namespace, plural, name, _request_timeout=TIMEOUT_S
-            )
+            return _object(self.http.json("GET", path, timeout=TIMEOUT_S), path)
         except ApiException as error:
             if error.status == 404:
                 return None
             raise
-        return dict(answer)
 
     def list(self, plural: str, label_selector: str) -> list[dict[str, Any]]:
-        answer: Any = self.api.list_namespaced_custom_object(
-            GROUP,
-            API_VERSION,
-            self.namespace,
-            plural,
-            label_selector=label_selector,
-            _request_timeout=TIMEOUT_S,
-        )
-        return list(dict(answer).get("items", []))
+        path = f"{self.path(plural)}?{urlencode({'labelSelector': label_selector})}"
+        items = _object(self.http.json("GET", path, timeout=TIMEOUT_S), path).get("items") or []
+        if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+            raise PolicyVersionError(path, "items", "not a list of objects")
+        return items
 
     def create(self, plural: str, body: dict[str, Any]) -> dict[str, Any]:
         from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
 
+        path = self.path(plural)
         try:
-            answer: Any = self.api.create_namespaced_custom_object(
-                GROUP, API_VERSION, self.namespace, plural, body, _request_timeout=TIMEOUT_S
-            )
+            return _object(self.http.json("POST", path, body, timeout=TIMEOUT_S), path)
         except ApiException as error:
             if error.status == 409:
                 raise VersionExistsError(body["metadata"]["name"]) from None
             raise
-        return dict(answer)
 
     def merge_patch(
         self, plural: str, name: str, patch: dict[str, Any], subresource: str = ""
     ) -> dict[str, Any] | None:
         from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
 
-        call = (
-            self.api.patch_namespaced_custom_object_status
-            if subresource == "status"
-            else self.api.patch_namespaced_custom_object
-        )
+        path = self.path(plural, name, subresource)
         try:
-            answer: Any = call(
-                GROUP,
-                API_VERSION,
-                self.namespace,
-                plural,
-                name,
-                patch,
-                _content_type="application/merge-patch+json",
-                _request_timeout=TIMEOUT_S,
-            )
+            answer = self.http.json("PATCH", path, patch, content_type=MERGE_PATCH, timeout=TIMEOUT_S)
         except ApiException as error:
             if error.status == 404:
                 return None
             raise
-        return dict(answer)
+        return _object(answer, path)
+
+    def close(self) -> None:
+        self.http.close()
+
+
+def _segment(name: str) -> str:
+    return quote(name, safe="")
+
+
+def _object(answer: Any, path: str) -> dict[str, Any]:
+    if not isinstance(answer, dict):
+        raise PolicyVersionError(path, "(answer)", f"not a JSON object but {type(answer).__name__}")
+    return answer
 
 
 class PolicyVersionMirror:

@@ -25,13 +25,12 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from functools import partial
 from typing import Any
 
 import numpy as np
 from kubernetes.client.exceptions import ApiException
 
-from scheduler.k8s.client.api import MERGE_PATCH, KubeApi
+from scheduler.k8s.client.api import MERGE_PATCH, KubeApi, segment
 from scheduler.objects.pod import Pod
 from scheduler.objects.volumes import BOUND_BY_CONTROLLER, SELECTED_NODE, Claim, ClaimRef, PersistentVolume
 from scheduler.state.cluster_state import ClusterState
@@ -150,11 +149,8 @@ class VolumeBinder:
                 "resourceVersion": claim.resource_version,
             }
             patch = {"metadata": metadata, "spec": {"claimRef": ref}}
-            answer = await self.api.call_unparsed(
-                partial(
-                    self.api.on_core, "patch_persistent_volume", volume.name, patch, _content_type=MERGE_PATCH
-                ),
-                parse=json.loads,
+            answer = await self.api.request_json(
+                "PATCH", f"/api/v1/persistentvolumes/{segment(volume.name)}", patch, content_type=MERGE_PATCH
             )
             written[volume.name] = _version(str(answer.get("metadata", {}).get("resourceVersion", "")))
             log.info("volume %s bound to claim %s for the pod's node %s", volume.name, claim.key, node)
@@ -162,16 +158,11 @@ class VolumeBinder:
             patch = {
                 "metadata": {"resourceVersion": claim.resource_version, "annotations": {SELECTED_NODE: node}}
             }
-            answer = await self.api.call_unparsed(
-                partial(
-                    self.api.on_core,
-                    "patch_namespaced_persistent_volume_claim",
-                    claim.name,
-                    claim.namespace,
-                    patch,
-                    _content_type=MERGE_PATCH,
-                ),
-                parse=json.loads,
+            answer = await self.api.request_json(
+                "PATCH",
+                f"/api/v1/namespaces/{segment(claim.namespace)}/persistentvolumeclaims/{segment(claim.name)}",
+                patch,
+                content_type=MERGE_PATCH,
             )
             written[claim.key] = _version(str(answer.get("metadata", {}).get("resourceVersion", "")))
             log.info("claim %s to be provisioned on %s", claim.key, node)

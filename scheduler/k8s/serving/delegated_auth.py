@@ -16,7 +16,8 @@ every few seconds costs the API server one pair of reviews per 10 s. Tokens are
 cached by their SHA-256. Concurrent requests with one token share one review; at most
 ``max_in_flight`` reviews run at once (in threads of their own, never on the event
 loop, never in the scheduler's API workers), and a request past that is answered 503
-at once rather than queued.
+at once rather than queued. Reviews go in plain JSON over the blocking client
+(``scheduler.k8s.client.blocking``) with the scheduler's credentials.
 """
 
 from __future__ import annotations
@@ -26,12 +27,13 @@ import hashlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Collection, Hashable
+from collections.abc import Awaitable, Callable, Collection, Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from scheduler.k8s.client.reads import JSON, WORKER_PREFIX, Timeout, parse_json, request_headers
+from scheduler.k8s.client.blocking import BlockingClient, Timeout
+from scheduler.k8s.client.reads import WORKER_PREFIX
 
 if TYPE_CHECKING:
     from kubernetes import client
@@ -166,8 +168,11 @@ class DelegatedAuth:
         max_entries: int = CACHE_ENTRIES,
         max_in_flight: int = MAX_IN_FLIGHT,
         clock: Callable[[], float] = time.monotonic,
+        on_close: Callable[[], None] = lambda: None,
     ) -> None:
+        """``on_close``: called by ``close`` (the review's connections)."""
         self.review = review
+        self.on_close = on_close
         self.always_allow = frozenset(always_allow)
         self.identities: TtlCache[str, Identity | None] = TtlCache(ttl_s, max_entries, clock)
         self.decisions: TtlCache[tuple[Identity, str, str], bool] = TtlCache(ttl_s, max_entries, clock)
@@ -177,6 +182,7 @@ class DelegatedAuth:
 
     def close(self) -> None:
         self.executor.shutdown(wait=False, cancel_futures=True)
+        self.on_close()
 
     async def check(self, path: str, authorization: str | None, verb: str = "get") -> Verdict:
         if path in self.always_allow:
@@ -246,22 +252,20 @@ class DelegatedAuth:
             raise ReviewUnavailableError(f"the API server could not review the request: {error}") from error
 
 
-def api_review(api_client: client.ApiClient, timeout: Timeout) -> Review:
-    """``Review`` through the official client's pool and credentials (blocking)."""
-    host = str(api_client.configuration.host).rstrip("/")
+def api_review(http: BlockingClient, timeout: Timeout) -> Review:
+    """``Review`` over ``http`` (blocking): the answer's ``status``. An answer that is
+    not 2xx raises ``ApiException``; one without an object ``status`` raises
+    ``ValueError`` naming the review and the field (the request is answered 503)."""
 
     def review(path: str, body: dict[str, Any]) -> dict[str, Any]:
-        headers = request_headers(api_client, "POST", path, content_type=JSON)
-        answer: Any = api_client.call_api(
-            "POST", host + path, header_params=headers, body=body, _request_timeout=timeout
-        )
-        data = answer.read()
-        if not 200 <= answer.status <= 299:
-            from kubernetes.client.exceptions import ApiException  # noqa: PLC0415 - as reads.get
-
-            raise ApiException(status=answer.status, reason=f"{answer.reason}: {data[:200]!r}")
-        status: dict[str, Any] = parse_json(data).get("status") or {}
-        return status
+        answer = http.json("POST", path, body, timeout=timeout)
+        kind = body.get("kind", path)
+        if not isinstance(answer, Mapping):
+            raise ValueError(f"{kind}: the answer is not a JSON object")
+        status = answer.get("status") or {}
+        if not isinstance(status, Mapping):
+            raise ValueError(f"{kind}: status is not an object: {status!r:.100}")
+        return dict(status)
 
     return review
 
@@ -269,4 +273,7 @@ def api_review(api_client: client.ApiClient, timeout: Timeout) -> Review:
 def delegated_auth(
     api_client: client.ApiClient, timeout: Timeout, always_allow: Collection[str] = ALWAYS_ALLOW_PATHS
 ) -> DelegatedAuth:
-    return DelegatedAuth(api_review(api_client, timeout), always_allow)
+    """``DelegatedAuth`` asking the API server of ``api_client`` (its Configuration and
+    credentials) over a ``BlockingClient`` of its own, closed with it."""
+    http = BlockingClient(api_client.configuration, api_client, max_connections=MAX_IN_FLIGHT)
+    return DelegatedAuth(api_review(http, timeout), always_allow, on_close=http.close)
