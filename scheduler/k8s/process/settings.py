@@ -75,7 +75,7 @@ class ClientSettings(BaseModel):
 
     qps: float = Field(50.0, gt=0, description="API requests per second (kube-scheduler: 50)")
     burst: int = Field(100, ge=1, description="requests allowed above qps in a burst (kube-scheduler: 100)")
-    workers: int = Field(16, ge=1, le=256, description="threads for listings, reads and reviews (leases go over a connection of their own)")
+    workers: int = Field(16, ge=1, le=256, description="threads for listings, reads and reviews")
     connections: int = Field(
         64,
         ge=1,
