@@ -1,7 +1,8 @@
 """Node listings in Kubernetes' protobuf encoding: the fields the scheduler reads, in
 the shape JSON gives them, whatever else a node carries; clear errors for what is not
-a listing. The messages are written here with a small encoder of the wire format (the
-cluster tier compares with a real API server's JSON: tests/e2e/test_watches.py)."""
+a listing. The messages are written here with a small encoder of the wire format, so
+that a test can also write what no API server would (the cluster tier compares with a
+real API server's JSON: tests/e2e/test_node_listing.py)."""
 
 from __future__ import annotations
 
@@ -50,7 +51,8 @@ def node(
     taints: list[dict[str, Any]] | None = None,
     unschedulable: bool = False,
 ) -> bytes:
-    managed = field(17, field(1, "kubelet") + field(7, b"\x01" * 300))  # managedFields: skipped
+    fields_v1 = field(1, b'{"f:metadata":{"f:labels":{}}}' * 10)  # FieldsV1's raw JSON
+    managed = field(17, field(1, "kubelet") + field(7, fields_v1))  # managedFields: skipped
     meta = field(1, name) + field(5, f"uid-{name}") + field(6, "42") + field(7, 3, wire=0) + managed
     meta += b"".join(entry(11, k, v) for k, v in (labels or {}).items())
     meta += b"".join(entry(12, k, v) for k, v in (annotations or {}).items())
@@ -154,19 +156,36 @@ def test_every_item_in_order_and_an_empty_list() -> None:
     assert decode_node_list(listing(version="7")) == ([], "7")
 
 
+CORRUPT = "not a protobuf NodeList"
+TIME_TOO_LATE = {"key": "k", "effect": "NoExecute", "seconds": 300_000_000_000}  # year 11476
+
+
 @pytest.mark.parametrize(
     ("body", "says"),
     [
         pytest.param(b'{"kind": "NodeList"}', "no k8s protobuf prefix", id="JSON"),
-        pytest.param(listing(node("a"))[:-40], "truncated|runs past", id="truncated"),
+        pytest.param(listing(node("a"))[:-40], CORRUPT, id="truncated"),
         pytest.param(listing(node("a"), encoding="gzip"), "content encoding 'gzip'", id="encoded"),
-        pytest.param(MAGIC + field(2, field(2, b"\x0f")), "wire type 7", id="an unknown wire type"),
-        pytest.param(MAGIC + b"\x12" + b"\xff" * 11, "varint longer|truncated", id="an endless varint"),
+        pytest.param(MAGIC + field(2, field(2, b"\x0f")), CORRUPT, id="an unknown wire type"),
+        pytest.param(MAGIC + b"\x12" + b"\xff" * 11, CORRUPT, id="an endless varint"),
+        pytest.param(MAGIC + field(2, b"\x12\x05abc"), CORRUPT, id="a length past the end"),
+        pytest.param(MAGIC + field(2, field(2, field(1, b"\x0a\x85"))), CORRUPT, id="a truncated varint"),
+        pytest.param(listing(node("late", taints=[TIME_TOO_LATE])), "out of range", id="a year past 9999"),
     ],
 )
 def test_what_is_not_a_listing_is_a_clear_error(body: bytes, says: str) -> None:
     with pytest.raises(ProtobufError, match=says):
         decode_node_list(body)
+
+
+def test_a_field_with_another_wire_type_reads_as_absent() -> None:
+    """Protobuf keeps such a field as an unknown one; the API server never writes it."""
+    meta = field(1, 7, wire=0) + field(5, "uid-a") + field(11, field(1, "k") + field(2, "v"))
+    body = listing(field(1, meta) + field(2, field(4, b"")) + field(3, b""))
+    assert decode_node_list(body) == (
+        [{"metadata": {"uid": "uid-a", "labels": {"k": "v"}}, "spec": {}, "status": {}}],
+        "1234",
+    )
 
 
 def test_bytes_that_are_not_utf8_read_as_the_api_servers_json_gives_them() -> None:

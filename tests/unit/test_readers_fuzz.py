@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduler.errors import SchedulerInputError
-from scheduler.k8s.client.node_protobuf import ProtobufError, decode_node_list
+from scheduler.k8s.client.node_protobuf import MAGIC, ProtobufError, decode_node_list
 from scheduler.k8s.scheduling.budgets import budget_from_manifest
 from scheduler.k8s.scheduling.cache import hami_usage
 from scheduler.objects.node_manifest import node_from_manifest
@@ -42,6 +42,7 @@ from scheduler.resources.hami import (
     parse_register,
 )
 from tests.builders import node_manifest, pod_manifest
+from tests.k8s.test_node_protobuf import field, listing, node
 from tests.volume_builders import claim_manifest, csi_node_manifest, storage_class_manifest, volume_manifest
 
 # What reading one object may cost at most, whatever it holds.
@@ -276,9 +277,31 @@ def test_hami_annotations_are_read_or_refused_with_the_protocol_error(text: str)
     within_bounds(lambda: hami_usage(pod, "n1"), ())
 
 
+NODE_LISTING = listing(
+    node(
+        "n1",
+        labels={"kubernetes.io/hostname": "n1"},
+        annotations={"hami.io/node-nvidia-register": "GPU-1,10,16384,100,NVIDIA-T4,0,true:"},
+        allocatable={"cpu": "4", "nvidia.com/gpu": "1"},
+        taints=[{"key": "k", "effect": "NoExecute", "seconds": 1767225600}],
+        unschedulable=True,
+    )
+)
+
+
 @settings(max_examples=300, deadline=None)
-@given(body=st.binary(max_size=400))
-def test_protobuf_node_listings_are_read_or_refused_with_the_protobuf_error(body: bytes) -> None:
-    framed = b"k8s\x00" + body
-    for candidate in (body, framed):
+@given(
+    body=st.binary(max_size=400),
+    at=st.integers(0, len(NODE_LISTING) - 1),
+    replacement=st.binary(max_size=4),
+    cut=st.integers(0, len(NODE_LISTING)),
+)
+def test_protobuf_node_listings_are_read_or_refused_with_the_protobuf_error(
+    body: bytes, at: int, replacement: bytes, cut: int
+) -> None:
+    """Any bytes; any bytes as the listing's NodeList; a real listing with bytes replaced
+    at one place, and cut short."""
+    in_unknown = MAGIC + field(1, field(1, "v1") + field(2, "NodeList")) + field(2, body)
+    mutated = (NODE_LISTING[:at] + replacement + NODE_LISTING[at + len(replacement) :])[:cut]
+    for candidate in (body, MAGIC + body, in_unknown, mutated):
         within_bounds(lambda candidate=candidate: decode_node_list(candidate), (ProtobufError,))
