@@ -1,15 +1,16 @@
 """The serving port (``/metrics``, ``/healthz``, ``/readyz``) as kube-scheduler serves
 its own: HTTPS (``scheduler.k8s.serving.serving_tls``), each request decided by the API
 server unless its path is always allowed (``scheduler.k8s.serving.delegated_auth``), and the
-answers of ``scheduler.k8s.serving.http``.
+answers of ``scheduler.k8s.serving.http``, whose ``Exchange`` (h11) parses each
+connection's requests and frames its answers: this module reads, writes and times.
 
 What one client can hold is bounded: ``max_connections`` connections
 (``scheduler.k8s.serving.connections``: past it, the one idle longest gives way), the TLS
 handshake and a request's head within ``read_timeout_s`` of the connection or of the
-request's first byte, a kept connection closed after ``idle_timeout_s`` without a
-request, an answer the client does not read closed after ``write_timeout_s``. The
-process's soft limit of open files is raised to its hard limit at start, as Go's
-runtime does for kube-scheduler.
+request's first byte, a head no longer than ``MAX_HEAD_BYTES`` and a read (431 past it),
+a kept connection closed after ``idle_timeout_s`` without a request, an answer the
+client does not read closed after ``write_timeout_s``. The process's soft limit of open
+files is raised to its hard limit at start, as Go's runtime does for kube-scheduler.
 """
 
 from __future__ import annotations
@@ -25,16 +26,19 @@ import threading
 from scheduler.k8s.process.settings import ServingSettings
 from scheduler.k8s.serving.connections import ConnectionTable
 from scheduler.k8s.serving.delegated_auth import ALLOWED, DelegatedAuth
-from scheduler.k8s.serving.http import MAX_HEAD_BYTES, Answer, Route, encode, parse_request, route
+from scheduler.k8s.serving.http import MAX_HEAD_BYTES, Answer, Exchange, Request, Route, route
 from scheduler.k8s.serving.serving_tls import ServingCertificate
 
 log = logging.getLogger(__name__)
-# What ends a connection without an answer: the peer went, was too slow or sent too much.
-DROPPED = (ConnectionError, OSError, TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError)
+# What ends a connection without an answer: the peer went or was too slow.
+DROPPED = (ConnectionError, OSError, TimeoutError)
 # Connections the kernel queues before they are accepted (asyncio's default is 100).
 BACKLOG = 1024
 CLOSE_WAIT_S = 1.0
 WRITE_CHUNK = 64 * 1024
+# What one read takes: a head may pass MAX_HEAD_BYTES (h11's bound on an unfinished one)
+# by at most this much when its end comes in the same read.
+READ_BYTES = 4 * 1024
 
 
 def raise_open_files_limit() -> int:
@@ -87,43 +91,52 @@ class Server:
     async def serve_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         loop = asyncio.get_running_loop()
         limits = self.limits
+        exchange = Exchange()
         async with asyncio.timeout(limits.read_timeout_s):
             if isinstance(self.ssl_context, ServingCertificate):
                 await start_tls(writer, self.ssl_context.context())
             elif self.ssl_context is not None:
                 await start_tls(writer, self.ssl_context)
-            head = await read_head(reader)
-        while True:
+            request = await read_request(exchange, reader)
+        while request is not None:
             if not self.table.busy(writer):
                 return  # evicted meanwhile
-            request = parse_request(head)
-            if isinstance(request, Answer):
-                await self.send(writer, encode(request, head_only=False, keep_alive=False))
+            if isinstance(request, Answer):  # refused: the connection closes
+                await self.send(writer, exchange.answer(request))
                 return
-            verdict = ALLOWED
-            if self.auth is not None:  # before routing, as kube's filters: 401 for any path
-                verdict = await self.auth.check(request.path, request.headers.get("authorization"))
-            if verdict.allowed:
-                answer = route(request, self.routes)
-            else:
-                answer = Answer(verdict.status, verdict.reason.encode())
-            await self.send(writer, encode(answer, request.method == "HEAD", request.keep_alive))
-            if not request.keep_alive:
+            await self.send(writer, exchange.answer(await self.decide(request)))
+            if not exchange.next_cycle():
                 return
-            self.table.idle(writer)
-            async with asyncio.timeout(limits.idle_timeout_s):
-                first = await reader.readexactly(1)
-            async with asyncio.timeout_at(loop.time() + limits.read_timeout_s):
-                head = first + await read_head(reader)
+            request = exchange.next_request()  # sent before the answer was
+            if request is None:
+                self.table.idle(writer)
+                async with asyncio.timeout(limits.idle_timeout_s):
+                    first = await reader.read(READ_BYTES)
+                if not first:
+                    return
+                exchange.receive(first)
+                async with asyncio.timeout_at(loop.time() + limits.read_timeout_s):
+                    request = await read_request(exchange, reader)
 
-    async def send(self, writer: asyncio.StreamWriter, reply: bytes) -> None:
+    async def decide(self, request: Request) -> Answer:
+        """The answer, once the request may be served (before routing, as kube's
+        filters: 401 for any path)."""
+        verdict = ALLOWED
+        if self.auth is not None:
+            verdict = await self.auth.check(request.path, request.headers.get("authorization"))
+        if verdict.allowed:
+            return route(request, self.routes)
+        return Answer(verdict.status, verdict.reason.encode())
+
+    async def send(self, writer: asyncio.StreamWriter, reply: list[bytes]) -> None:
         # In chunks: asyncio's TLS transport hands all it is given to the socket's buffer
         # at once, and drain() would not wait for a client that does not read.
-        view = memoryview(reply)
         async with asyncio.timeout(self.limits.write_timeout_s):
-            for start in range(0, len(view), WRITE_CHUNK):
-                writer.write(view[start : start + WRITE_CHUNK])
-                await writer.drain()
+            for piece in reply:
+                view = memoryview(piece)
+                for start in range(0, len(view), WRITE_CHUNK):
+                    writer.write(view[start : start + WRITE_CHUNK])
+                    await writer.drain()
 
 
 async def start_tls(writer: asyncio.StreamWriter, context: ssl.SSLContext) -> None:
@@ -140,9 +153,15 @@ async def start_tls(writer: asyncio.StreamWriter, context: ssl.SSLContext) -> No
         raise ConnectionResetError("the connection was lost during the TLS handshake") from None
 
 
-async def read_head(reader: asyncio.StreamReader) -> bytes:
-    """A request's line and headers, without the blank line that ends them."""
-    return (await reader.readuntil(b"\r\n\r\n"))[:-4]
+async def read_request(exchange: Exchange, reader: asyncio.StreamReader) -> Request | Answer | None:
+    """The next request of ``exchange`` (or the answer refusing it), read as it needs;
+    None when the client closed the connection first."""
+    while (request := exchange.next_request()) is None:
+        received = await reader.read(READ_BYTES)
+        if not received:
+            return None
+        exchange.receive(received)
+    return request
 
 
 async def close(writer: asyncio.StreamWriter) -> None:
