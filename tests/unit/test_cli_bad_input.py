@@ -502,3 +502,38 @@ def test_simulate_warns_about_a_node_of_an_unknown_gpu_model_naming_its_row(
         "V100M16, V100M32); kept, its GPUs count as 16 GiB each and serve only pods that name no model "
         "or H100"
     )
+
+
+SOCKS_KUBECONFIG = """\
+apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {server: "https://127.0.0.1:6443", proxy-url: "socks5://127.0.0.1:1080"}
+users:
+- name: u
+  user: {token: abc}
+contexts:
+- name: x
+  context: {cluster: c, user: u}
+current-context: x
+"""
+
+
+def test_a_proxy_the_client_does_not_serve_is_one_line_naming_it(
+    no_cluster: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The official client would need PySocks for a SOCKS proxy; ours serves HTTP
+    proxies only (``scheduler.k8s.client.route``) and says so before anything starts."""
+    kubeconfig = no_cluster / "socks.yaml"
+    kubeconfig.write_text(SOCKS_KUBECONFIG)
+    code = main(["run", "--profile", "fgd", "--no-leader-elect", "--kubeconfig", str(kubeconfig)])
+    captured = capsys.readouterr()
+    assert (code, captured.out, captured.err.splitlines()) == (
+        2,
+        "",
+        [
+            "rl-scheduler: error: the client's kubeconfig: proxy-url: the Configuration's proxy: "
+            "only an http:// proxy is served, not 'socks5://127.0.0.1:1080'"
+        ],
+    )

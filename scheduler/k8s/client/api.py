@@ -28,12 +28,14 @@ from urllib.parse import quote
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from scheduler.errors import SchedulerInputError
 from scheduler.k8s.client import reads
 from scheduler.k8s.client.blocking import BlockingClient, Stream
 from scheduler.k8s.client.credentials import load_client_config
 from scheduler.k8s.client.first_listing import FirstListing
 from scheduler.k8s.client.ratelimit import TokenBucket
 from scheduler.k8s.client.reads import JSON, WORKER_PREFIX, parse_json, raise_for_status, request_headers
+from scheduler.k8s.client.route import configured_route
 from scheduler.k8s.client.transport import ApiTransport
 from scheduler.k8s.process.settings import ClientSettings
 from scheduler.objects.pod import Pod
@@ -115,6 +117,10 @@ class KubeApi:
         # server that accepts and never answers must fail the call, not hang it.
         self.timeout = (settings.connect_timeout_s, settings.read_timeout_s)
         self.configuration = configuration if configuration is not None else load_client_config(settings)
+        try:  # before the official client makes its pool (a SOCKS proxy needs PySocks there)
+            configured_route(self.configuration)
+        except ValueError as error:
+            raise SchedulerInputError("the client's kubeconfig", "proxy-url", str(error)) from None
         self.api_client = client.ApiClient(self.configuration)
         self.limiter = TokenBucket(settings.qps, settings.burst)
         self.event_limiter = TokenBucket(settings.qps, settings.burst)
