@@ -1,5 +1,6 @@
 """CPU of reading a 5,000-node protobuf listing: the hand-written wire-format reader
-against the generated classes (``NodeList.FromString`` plus the same JSON-shaped dicts).
+(``scheduler/k8s/client/node_protobuf.py`` as of commit 8098672, read from git) against
+the generated classes (``NodeList.FromString`` plus the same JSON-shaped dicts).
 
 The listing is built as the API server sends it (``k8s\\x00`` and a runtime.Unknown
 around the NodeList), each node as a KWOK node carries it: labels, annotations, a
@@ -19,10 +20,10 @@ import statistics
 import subprocess
 import sys
 import time
+import types
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
-
-import node_protobuf_handwritten  # beside this script: the reader before #33
 
 from scheduler.k8s.client import node_protobuf
 from scheduler.k8s.client.generated import core_v1_pb2, runtime_pb2
@@ -124,10 +125,25 @@ def listing(count: int) -> bytes:
     return node_protobuf.MAGIC + unknown.SerializeToString()
 
 
-READERS = {
-    "hand-written (before #33)": node_protobuf_handwritten.decode_node_list,
-    "generated classes (now)": node_protobuf.decode_node_list,
-}
+# The last commit whose scheduler/k8s/client/node_protobuf.py read the wire format
+# itself (standard library only); the benchmark reads that module from git.
+HANDWRITTEN_COMMIT = "8098672"
+REPO = Path(__file__).resolve().parents[1]
+
+
+def handwritten_reader() -> Callable[[bytes], Any]:
+    """``decode_node_list`` of the hand-written reader, as of ``HANDWRITTEN_COMMIT``."""
+    source = subprocess.run(
+        ["git", "show", f"{HANDWRITTEN_COMMIT}:scheduler/k8s/client/node_protobuf.py"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    module = types.ModuleType("node_protobuf_handwritten")
+    exec(compile(source, f"node_protobuf.py@{HANDWRITTEN_COMMIT}", "exec"), module.__dict__)
+    reader: Callable[[bytes], Any] = module.decode_node_list
+    return reader
 
 
 def cpu_seconds(read: Callable[[], object], rounds: list[float]) -> None:
@@ -155,12 +171,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     args = parser.parse_args()
     body = listing(args.nodes)
-    outputs = {name: read(body) for name, read in READERS.items()}
+    readers = {
+        f"hand-written ({HANDWRITTEN_COMMIT})": handwritten_reader(),
+        "generated classes (now)": node_protobuf.decode_node_list,
+    }
+    outputs = {name: read(body) for name, read in readers.items()}
     first = next(iter(outputs.values()))
     assert all(output == first for output in outputs.values()), "the readers disagree"
-    times: dict[str, list[float]] = {name: [] for name in READERS}
+    times: dict[str, list[float]] = {name: [] for name in readers}
     for _ in range(args.rounds):
-        for name, read in READERS.items():
+        for name, read in readers.items():
             cpu_seconds(lambda read=read: read(body), times[name])
     print(f"{args.nodes} nodes, {len(body) / 1e6:.1f} MB, {args.rounds} interleaved rounds (CPU time)")
     for name, rounds in times.items():
