@@ -161,21 +161,14 @@ class NodeStatuses:
         return fit_error_message(self.total_nodes, self.reason_counts, self.pre_filter_message)
 
 
-def filter_with_nominated_pods(
+def filter_without_nominated_pods(
     state: ClusterState,
     filters: Sequence[FilterPlugin],
     pod: Pod,
-    nominated: Sequence[Pod] = (),
     namespace_labels: NamespaceLabels | None = None,
-) -> NodeStatuses:
-    """Filter ``pod`` on every node, counting nominated pods as kube's
-    ``RunFilterPluginsWithNominatedPods`` does: on a node with peers nominated to it
-    (priority at least ``pod``'s, not ``pod``), the pod must pass both with them placed
-    and without; its status is the pass with them when that one fails.
-
-    One vectorised pass without nominated pods (all there is when none apply), then one
-    single-node pass per node that has peers. The state is unchanged on return.
-    """
+) -> tuple[NodeStatuses, FilterPass]:
+    """The vectorised pass over every node with no nominated pod counted: its statuses
+    and the pass itself (which plugin rejected each node)."""
     ctx = CycleContext(state, pod, namespace_labels or {})
     rows = np.arange(len(state), dtype=np.int64)
     base = run_filter_pass(ctx, filters, rows)
@@ -191,6 +184,25 @@ def filter_with_nominated_pods(
         _rejections=base.rejections,
         _pre_filter_reasons=base.pre_filter.reasons if not base.pre_filter.ok else (),
     )
+    return statuses, base
+
+
+def filter_with_nominated_pods(
+    state: ClusterState,
+    filters: Sequence[FilterPlugin],
+    pod: Pod,
+    nominated: Sequence[Pod] = (),
+    namespace_labels: NamespaceLabels | None = None,
+) -> NodeStatuses:
+    """Filter ``pod`` on every node, counting nominated pods as kube's
+    ``RunFilterPluginsWithNominatedPods`` does: on a node with peers nominated to it
+    (priority at least ``pod``'s, not ``pod``), the pod must pass both with them placed
+    and without; its status is the pass with them when that one fails.
+
+    One vectorised pass without nominated pods (all there is when none apply), then one
+    single-node pass per node that has peers. The state is unchanged on return.
+    """
+    statuses, base = filter_without_nominated_pods(state, filters, pod, namespace_labels)
     if not nominated or not base.pre_filter.ok:
         return statuses
     peers_by_node: defaultdict[str, list[Pod]] = defaultdict(list)

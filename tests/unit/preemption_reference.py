@@ -15,7 +15,7 @@ from types import TracebackType
 import numpy as np
 
 from scheduler.framework.diagnosis import fit_error_message
-from scheduler.framework.plugin import CycleContext, FilterPlugin
+from scheduler.framework.plugin import FilterPlugin
 from scheduler.framework.preemption import (
     NOT_HELPFUL,
     Candidate,
@@ -23,6 +23,7 @@ from scheduler.framework.preemption import (
     PreemptionArgs,
     PreemptionFailure,
     PreemptionOutcome,
+    filter_without_nominated_pods,
     offset_and_num_candidates,
     pick_one_node_for_preemption,
     pod_eligible_to_preempt_others,
@@ -36,7 +37,6 @@ from scheduler.framework.preemption_victims import (
     by_importance,
     node_status,
     nominated_peers,
-    run_filter_pass,
     split_by_pdb_violation,
 )
 from scheduler.framework.status import Code, Status
@@ -53,21 +53,7 @@ def filter_with_nominated_pods(
 ) -> NodeStatuses:
     """Every node filtered without nominated pods, then each node with peers filtered
     again with them placed on it; the pass with them decides where it fails."""
-    ctx = CycleContext(state, pod, namespace_labels or {})
-    rows = np.arange(len(state), dtype=np.int64)
-    base = run_filter_pass(ctx, filters, rows)
-    counts: Counter[str] = Counter()
-    for reason, hit in base.rejections:
-        counts[reason] += hit.size
-    statuses = NodeStatuses(
-        state.node_names,
-        rows[base.passed],
-        base.codes.copy(),
-        counts,
-        pre_filter_message=base.pre_filter.message if not base.pre_filter.ok else "",
-        _rejections=base.rejections,
-        _pre_filter_reasons=base.pre_filter.reasons if not base.pre_filter.ok else (),
-    )
+    statuses, base = filter_without_nominated_pods(state, filters, pod, namespace_labels)
     if not nominated or not base.pre_filter.ok:
         return statuses
     peers_by_node: defaultdict[str, list[Pod]] = defaultdict(list)
