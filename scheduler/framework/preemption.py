@@ -24,7 +24,7 @@ import numpy.typing as npt
 from scheduler.errors import SchedulerInputError
 from scheduler.framework.diagnosis import fit_error_message
 from scheduler.framework.plugin import CycleContext, FilterPlugin
-from scheduler.framework.preemption_reprieve import FitChecks, peers_counted
+from scheduler.framework.preemption_reprieve import FitChecks, added, peers_counted
 from scheduler.framework.preemption_victims import (
     FilterPass,
     NamespaceLabels,
@@ -260,12 +260,12 @@ class CountedPeers:
         rejected_by = int(base.rejected_by[row])
         if 0 <= rejected_by < self.fit_position:
             return SUCCESS  # a filter before NodeResourcesFit rejects it either way
-        allocatable = state.allocatable[row]
-        requested = state.requested[row]
+        checks = self.checks
+        allocatable, requested = checks.at(state, row)
         with_peers = requested
         for peer in peers:
-            with_peers = with_peers + state.request_vector(peer)
-        status = self.checks.status(allocatable, with_peers)
+            with_peers = added(with_peers, checks.vector(peer))
+        status = checks.status(allocatable, with_peers)
         if rejected_by == self.fit_position and status == self.checks.status(allocatable, requested):
             return SUCCESS  # rejected as it was without them
         return status

@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from scheduler.framework.diagnosis import fit_error_message
 from scheduler.framework.plugin import CycleContext, FilterPlugin, GpuSelector, ScorePlugin, run_pre_filters
-from scheduler.framework.preemption import PreemptionArgs, filter_with_nominated_pods
+from scheduler.framework.preemption import NodeStatuses, PreemptionArgs, filter_with_nominated_pods
 from scheduler.framework.status import SUCCESS, Code, Status
 from scheduler.objects.pod import Pod
 from scheduler.state.cluster_state import ClusterState, IntArray
@@ -81,6 +81,9 @@ class Decision:
     scored: IntArray = field(default_factory=lambda: np.zeros(0, np.int64))
     # Total score of each scored node (aligned with ``scored``), when scored.
     scores: npt.NDArray[np.int64] | None = None
+    # Filter's verdict per node when the pass counted nominated pods and none passed:
+    # PostFilter (preemption) starts from it in the same cycle instead of filtering again.
+    node_statuses: NodeStatuses | None = None
 
     def top_scores(self, state: ClusterState, count: int = 8) -> list[tuple[str, int]]:
         """The best ``count`` nodes by total score, for the experience log."""
@@ -175,6 +178,7 @@ def filter_around_nominations(
     decision.pre_filter_message = statuses.pre_filter_message
     if statuses.feasible.size == 0:
         decision.status = Status(Code.UNSCHEDULABLE, tuple(sorted(statuses.reason_counts)))
+        decision.node_statuses = statuses
     row = ctx.state.node_index.get(ctx.pod.nominated_node_name)
     if row is not None and row in statuses.feasible:
         decision.feasible = np.array([row], np.int64)

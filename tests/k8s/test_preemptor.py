@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any, cast
 
 import numpy as np
 import pytest
 
 from scheduler.errors import SchedulerInputError
-from scheduler.framework.preemption import PreemptionFailure, PreemptionOutcome
+from scheduler.framework.preemption import PreemptionFailure, PreemptionOutcome, filter_with_nominated_pods
+from scheduler.framework.profile import schedule_pod
 from scheduler.k8s.client.api import KubeApi
 from scheduler.k8s.scheduling.budgets import DisruptionBudgets, budget_from_manifest
 from scheduler.k8s.scheduling.cache import SchedulerCache
@@ -148,6 +150,47 @@ def test_a_decision_reads_the_watched_budgets_and_nominates_at_once(
         assert isinstance(outcome, PreemptionOutcome)
         assert [v.name for v in outcome.victims] == victims
         assert cache.nominated["default/high"].nominated_node_name == outcome.node  # the room is kept at once
+
+
+@pytest.mark.parametrize(
+    ("peer_cpu", "peer_priority", "fits_somewhere"),
+    [
+        # n1 and n2 each hold a 3-cpu pod of priority 0; "early" is nominated to n1.
+        pytest.param("1", 10, False, id="a peer of equal priority counted on n1"),
+        pytest.param("1", 0, False, id="a lower-priority peer: not counted"),
+        pytest.param("3", 10, False, id="a peer that fills n1"),
+    ],
+)  # fmt: skip
+def test_post_filter_starts_from_the_cycles_statuses(
+    peer_cpu: str, peer_priority: int, fits_somewhere: bool
+) -> None:
+    """The cycle's pass with nominated pods is the one PostFilter would run again: the
+    decision carries it, and preemption decides the same from it as from its own pass."""
+    decisions = []
+    for reuse in (True, False):
+        cache = SchedulerCache("rl-scheduler")
+        for node in ("n1", "n2"):
+            cache.on_node("ADDED", node_manifest(node, cpu="4"))
+            placed = pod_manifest(f"low-{node}", cpu="3")
+            placed["spec"]["nodeName"] = node
+            cache.on_pod("ADDED", placed)
+        early = make_pod("early", cpu=peer_cpu, priority=peer_priority)
+        cache.nominate(dataclasses.replace(early, nominated_node_name="n1"))
+        preemptor = Preemptor(cast(KubeApi, NoReads()), cache, np.random.default_rng(0))
+        incoming = make_pod("high", cpu="2", priority=10)
+        profile = build_profile("default")
+        nominated = preemptor.nominated_besides(incoming)
+        decision = schedule_pod(cache.state, incoming, profile, np.random.default_rng(0), {}, nominated)
+        assert decision.scheduled is fits_somewhere
+        fresh = filter_with_nominated_pods(cache.state, profile.filters, incoming, nominated)
+        assert decision.node_statuses is not None
+        assert decision.node_statuses.codes.tolist() == fresh.codes.tolist()
+        assert decision.node_statuses.reason_counts == fresh.reason_counts
+        assert decision.node_statuses.message == fresh.message == decision.message
+        outcome = preemptor.decide(incoming, profile, {}, decision.node_statuses if reuse else None)
+        decisions.append(outcome)
+    assert decisions[0] == decisions[1]
+    assert isinstance(decisions[0], PreemptionOutcome)
 
 
 class EvictingApi:

@@ -24,6 +24,7 @@ import numpy as np
 from scheduler.dra.node_filter import post_filter_message
 from scheduler.framework.gang_preemption import GangPreemption
 from scheduler.framework.preemption import (
+    NodeStatuses,
     PreemptionFailure,
     PreemptionOutcome,
     filter_with_nominated_pods,
@@ -83,15 +84,23 @@ class Preemptor:
         return self.disruption_budgets.all()
 
     def decide(
-        self, pod: Pod, profile: Profile, namespace_labels: Mapping[str, Mapping[str, str]]
+        self,
+        pod: Pod,
+        profile: Profile,
+        namespace_labels: Mapping[str, Mapping[str, str]],
+        statuses: NodeStatuses | None = None,
     ) -> PreemptionOutcome | PreemptionFailure | None:
         """The PostFilter decision on the cache and the watched budgets; the nomination
         is taken in the cache before it returns. None when the pod fits somewhere now
-        (the cluster changed since its filters ran: it is decided again)."""
+        (the cluster changed since its filters ran: it is decided again). ``statuses``:
+        the cycle's own pass with the nominated pods counted, on the cache as it is now
+        (same cycle, nothing awaited since: kube's PostFilter reads the cycle's
+        ``NodeToStatus`` too); the pass is run here when None."""
         state = self.cache.state
         budgets = self.disruption_budgets.all()
         nominated = self.nominated_besides(pod)
-        statuses = filter_with_nominated_pods(state, profile.filters, pod, nominated, namespace_labels)
+        if statuses is None:
+            statuses = filter_with_nominated_pods(state, profile.filters, pod, nominated, namespace_labels)
         if statuses.feasible.size:
             return None
         outcome = preempt(

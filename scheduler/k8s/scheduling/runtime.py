@@ -477,7 +477,9 @@ class SchedulerRuntime:
         preempts is reported without one."""
         self.metrics.preemption_attempts.inc()
         try:
-            outcome = self.preemptor.decide(pod, active.profile, self.cache.namespace_labels)
+            outcome = self.preemptor.decide(
+                pod, active.profile, self.cache.namespace_labels, decision.node_statuses
+            )
         except Exception as error:  # a bug must cost this attempt's preemption only
             log.exception("preemption for %s not decided: %s: %s", pod.key, type(error).__name__, error)
             predicted = self._predicted_start(pod, active)
