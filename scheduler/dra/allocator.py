@@ -39,6 +39,7 @@ from scheduler.dra.objects import (
 from scheduler.dra.pools import (
     NodeSelectorError,
     Pool,
+    SliceIndex,
     allocation_node_selector,
     device_on_node,
     gather_pools,
@@ -365,7 +366,7 @@ class _Search:
 def allocate(
     claims: Sequence[ResourceClaim],
     classes: Mapping[str, DeviceClass],
-    slices: Iterable[ResourceSlice],
+    slices: Iterable[ResourceSlice] | SliceIndex,
     node_name: str,
     node_labels: Mapping[str, str],
     in_use: frozenset[DeviceId] | set[DeviceId] = frozenset(),

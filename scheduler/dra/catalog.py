@@ -27,6 +27,7 @@ from scheduler.dra.manifests import (
     resource_slice_from_manifest,
 )
 from scheduler.dra.objects import DeviceClass, ResourceClaim, ResourceSlice
+from scheduler.dra.pools import SliceIndex
 
 # resourceclaim.ErrClaimNotFound's text (k8s.io/dynamic-resource-allocation/resourceclaim).
 NOT_CREATED_YET: Final = "ResourceClaim not created yet"
@@ -72,6 +73,7 @@ class DraCatalog:
         # Claims whose allocation this scheduler decided and has not written yet.
         self.in_flight: dict[str, ResourceClaim] = {}
         self._in_use: set[DeviceId] | None = None
+        self._slice_index: SliceIndex | None = None
 
     # ---- watch events ---------------------------------------------------------------
 
@@ -92,6 +94,7 @@ class DraCatalog:
             self.classes[key] = device_class_from_manifest(manifest)
         elif plural == SLICES:
             self.slices[key] = resource_slice_from_manifest(manifest)
+            self._slice_index = None
         else:
             version = str(_metadata(manifest).get("resourceVersion") or "")
             stored = self.claims.get(key)
@@ -109,6 +112,8 @@ class DraCatalog:
         if self._table(plural).pop(key, None) is None:
             return False
         self._in_use = None
+        if plural == SLICES:
+            self._slice_index = None
         return True
 
     def resync(self, plural: str, listed: set[str]) -> None:
@@ -129,6 +134,13 @@ class DraCatalog:
     def resource_version(self, key: str) -> str:
         stored = self.claims.get(key)
         return "" if stored is None else stored.resource_version
+
+    def slice_index(self) -> SliceIndex:
+        """``slices`` indexed for gathering pools node by node, kept until a slice
+        changes."""
+        if self._slice_index is None:
+            self._slice_index = SliceIndex.of(self.slices.values())
+        return self._slice_index
 
     def in_use(self) -> set[DeviceId]:
         """The devices every allocated claim consumes, in-flight allocations included."""

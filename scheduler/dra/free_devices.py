@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from scheduler.dra import cel_selectors
 from scheduler.dra.constraints import DeviceId
 from scheduler.dra.objects import Device, DeviceClass, ResourceSlice
-from scheduler.dra.pools import allocatable, device_on_node, gather_pools
+from scheduler.dra.pools import SliceIndex, allocatable, device_on_node
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,11 +48,11 @@ def node_devices(
 ) -> dict[str, list[NodeDevice]]:
     """Per node name (``nodes``: name -> labels), the class' devices there, in the
     order of their pools and slices."""
-    every = list(slices)
+    index = SliceIndex.of(slices)
     out: dict[str, list[NodeDevice]] = {}
     for node_name, labels in nodes.items():
         found: list[NodeDevice] = []
-        for pool in gather_pools(every, node_name, labels):
+        for pool in index.gather(node_name, labels):
             if pool.incomplete or pool.invalid_reason:
                 continue
             for s in pool.slices:

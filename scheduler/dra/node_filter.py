@@ -39,6 +39,7 @@ from scheduler.dra.objects import (
     ResourceClaim,
     ResourceSlice,
 )
+from scheduler.dra.pools import SliceIndex
 from scheduler.framework.status import SUCCESS, Status, error, unresolvable
 
 PLUGIN = "DynamicResources"
@@ -119,7 +120,7 @@ def devices_in_use(claims: Iterable[ResourceClaim]) -> set[DeviceId]:
 def filter_node(
     pod_claims: Sequence[ResourceClaim],
     classes: Mapping[str, DeviceClass],
-    slices: Iterable[ResourceSlice],
+    slices: Iterable[ResourceSlice] | SliceIndex,
     node_name: str,
     node_labels: Mapping[str, str],
     in_use: set[DeviceId],

@@ -80,34 +80,85 @@ def _slice_applies(node_name: str, labels: Mapping[str, str], s: ResourceSlice) 
     return False
 
 
-def gather_pools(slices: Iterable[ResourceSlice], node_name: str, labels: Mapping[str, str]) -> list[Pool]:
-    every = sorted(slices, key=lambda s: (s.driver, s.pool, s.name))
-    by_pool: dict[tuple[str, str], list[ResourceSlice]] = {}
-    newest: dict[tuple[str, str], int] = {}
-    for s in every:
-        key = (s.driver, s.pool)
-        newest[key] = max(newest.get(key, s.generation), s.generation)
-        if not _slice_applies(node_name, labels, s):
-            continue
-        have = by_pool.get(key)
-        if have is None or s.generation > have[0].generation:
-            by_pool[key] = [s]
-        elif s.generation == have[0].generation:
-            have.append(s)
-    pools = []
-    for (driver, name), found in sorted(by_pool.items()):
-        generation, expected = found[0].generation, found[0].resource_slice_count
-        if len(found) != expected:
-            if generation < newest[(driver, name)]:
-                continue  # obsolete: a newer generation exists elsewhere
-            everywhere = [
-                s for s in every if (s.driver, s.pool) == (driver, name) and s.generation == generation
-            ]
-            if len(everywhere) != expected:
-                pools.append(Pool(driver, name, incomplete=True))
+@dataclass(frozen=True, slots=True)
+class SliceIndex:
+    """The cluster's slices sorted and counted once, so that gathering one node's pools
+    reads the slices named for that node and those named for none (``allNodes``, a node
+    selector, per-device selection), not every slice: at 1,000 nodes with a slice each
+    (kube's DRA scheduler_perf cases) the Filter gathered 1,000 slices per node, about
+    two thirds of the scheduler's CPU.
+
+    ``every``: sorted by (driver, pool, name); ``newest``: per pool, its newest
+    generation anywhere; ``counts``: per (driver, pool, generation), how many slices the
+    cluster has; ``named``: per node name, its slices in ``every``'s order; ``unnamed``:
+    the others, in that order."""
+
+    every: tuple[ResourceSlice, ...]
+    newest: Mapping[tuple[str, str], int]
+    counts: Mapping[tuple[str, str, int], int]
+    named: Mapping[str, tuple[ResourceSlice, ...]]
+    unnamed: tuple[ResourceSlice, ...]
+
+    @staticmethod
+    def of(slices: Iterable[ResourceSlice]) -> SliceIndex:
+        every = tuple(sorted(slices, key=lambda s: (s.driver, s.pool, s.name)))
+        newest: dict[tuple[str, str], int] = {}
+        counts: dict[tuple[str, str, int], int] = {}
+        named: dict[str, list[ResourceSlice]] = {}
+        unnamed: list[ResourceSlice] = []
+        for s in every:
+            key = (s.driver, s.pool)
+            newest[key] = max(newest.get(key, s.generation), s.generation)
+            counts[(s.driver, s.pool, s.generation)] = counts.get((s.driver, s.pool, s.generation), 0) + 1
+            if s.node_name:
+                named.setdefault(s.node_name, []).append(s)
+            else:
+                unnamed.append(s)
+        return SliceIndex(
+            every, newest, counts, {name: tuple(found) for name, found in named.items()}, tuple(unnamed)
+        )
+
+    def candidates(self, node_name: str) -> list[ResourceSlice]:
+        """The slices that may apply to ``node_name``, in ``every``'s order."""
+        mine = self.named.get(node_name, ())
+        if not mine:
+            return list(self.unnamed)
+        if not self.unnamed:
+            return list(mine)
+        return sorted((*mine, *self.unnamed), key=lambda s: (s.driver, s.pool, s.name))
+
+    def gather(self, node_name: str, labels: Mapping[str, str]) -> list[Pool]:
+        """``GatherPools`` for one node."""
+        by_pool: dict[tuple[str, str], list[ResourceSlice]] = {}
+        for s in self.candidates(node_name):
+            if not _slice_applies(node_name, labels, s):
                 continue
-        pools.append(_build(driver, name, tuple(found)))
-    return pools
+            key = (s.driver, s.pool)
+            have = by_pool.get(key)
+            if have is None or s.generation > have[0].generation:
+                by_pool[key] = [s]
+            elif s.generation == have[0].generation:
+                have.append(s)
+        pools = []
+        for (driver, name), found in sorted(by_pool.items()):
+            generation, expected = found[0].generation, found[0].resource_slice_count
+            if len(found) != expected:
+                if generation < self.newest[(driver, name)]:
+                    continue  # obsolete: a newer generation exists elsewhere
+                if self.counts[(driver, name, generation)] != expected:
+                    pools.append(Pool(driver, name, incomplete=True))
+                    continue
+            pools.append(_build(driver, name, tuple(found)))
+        return pools
+
+
+def gather_pools(
+    slices: Iterable[ResourceSlice] | SliceIndex, node_name: str, labels: Mapping[str, str]
+) -> list[Pool]:
+    """The pools ``node_name`` sees; ``slices``: every slice in the cluster, or their
+    ``SliceIndex`` (made once for many nodes)."""
+    index = slices if isinstance(slices, SliceIndex) else SliceIndex.of(slices)
+    return index.gather(node_name, labels)
 
 
 def _build(driver: str, name: str, found: tuple[ResourceSlice, ...]) -> Pool:

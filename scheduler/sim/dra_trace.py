@@ -135,7 +135,7 @@ def place_dra_pod(state: ClusterState, pod: Pod, node: str) -> None:
             decision = filter_node(
                 claims,
                 state.dra.classes,
-                state.dra.slices.values(),
+                state.dra.slice_index(),
                 node,
                 state.nodes[i].labels,
                 state.dra.in_use(),

@@ -125,7 +125,7 @@ class DraBinder:
         decision = filter_node(
             claims,
             self.catalog.classes,
-            self.catalog.slices.values(),
+            self.catalog.slice_index(),
             cycle.node,
             self.state.nodes[cycle.node_index].labels,
             self.catalog.in_use(),

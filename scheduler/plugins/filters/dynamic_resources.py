@@ -61,7 +61,7 @@ class DynamicResources(FilterBase):
         claims: list[ResourceClaim] = ctx.data[self.name]
         catalog = ctx.state.dra
         in_use = catalog.in_use()
-        slices = list(catalog.slices.values())
+        slices = catalog.slice_index()
         rejected: dict[tuple[str, Code], list[int]] = defaultdict(list)
         # Each feasible node's allocation, for the Score (``scores/dynamic_resources.py``).
         allocations: dict[int, tuple[ClaimAllocation, ...]] = ctx.data.setdefault(ALLOCATIONS, {})
