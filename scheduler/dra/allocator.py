@@ -39,6 +39,7 @@ from scheduler.dra.objects import (
 from scheduler.dra.pools import (
     NodeSelectorError,
     Pool,
+    SelectorResults,
     SliceIndex,
     allocation_node_selector,
     device_on_node,
@@ -99,8 +100,12 @@ class _Search:
         node: tuple[str, Mapping[str, str]],
         in_use: frozenset[DeviceId] | set[DeviceId],
         deadline: float | None = None,
+        selections: SelectorResults | None = None,
+        usable: Sequence[Candidate] | None = None,
     ) -> None:
         self.deadline = deadline
+        # Selector results per device object, shared by the nodes of one slice index.
+        self.selections: SelectorResults = {} if selections is None else selections
         self.claims = claims
         self.classes = classes
         self.pools = pools
@@ -113,13 +118,17 @@ class _Search:
         self.constraints: list[list[MatchAttribute]] = []
         self.match_cache: dict[tuple[DeviceId, int, int, int], bool] = {}
         self.variables: dict[DeviceId, Mapping[str, Any]] = {}
-        # The devices of complete, valid pools, in search order.
-        self.usable = [
-            candidate
-            for pool in pools
-            if not pool.incomplete and not pool.invalid_reason
-            for candidate in self._candidates(pool)
-        ]
+        # The devices of complete, valid pools, in search order (``NodeView.usable``).
+        self.usable: Sequence[Candidate] = (
+            [
+                candidate
+                for pool in pools
+                if not pool.incomplete and not pool.invalid_reason
+                for candidate in self._candidates(pool)
+            ]
+            if usable is None
+            else usable
+        )
 
     # -- preparation (Allocate's first loop, validateDeviceRequest) --
 
@@ -213,12 +222,20 @@ class _Search:
             compiled = cel_selectors.compile_selector(expression)
             if compiled.error:
                 raise AllocationError(f"{owner}: selector #{i}: CEL compile error: {compiled.error}")
+            key = (expression, candidate.id[0], id(candidate.device))
+            known = self.selections.get(key)
+            if known is not None and known[0] is candidate.device:
+                if not known[1]:
+                    return False
+                continue
             try:
                 variable = self.variables.get(candidate.id)
                 if variable is None:
                     variable = cel_selectors.device_variable(candidate.id[0], candidate.device)
                     self.variables[candidate.id] = variable
-                if not cel_selectors.matches(compiled, variable):
+                selected = cel_selectors.matches(compiled, variable)
+                self.selections[key] = (candidate.device, selected)
+                if not selected:
                     return False
             except cel_selectors.SelectorError as error:
                 raise AllocationError(f"{owner}: selector #{i}: CEL runtime error: {error}") from None
@@ -375,9 +392,16 @@ def allocate(
     """Allocate all ``claims`` (none allocated yet) on one node, or ``None`` when they
     cannot all be; ``AllocationError`` when kube's allocator errs, ``AllocationTimeoutError``
     past ``timeout_s``."""
-    pools = gather_pools(slices, node_name, node_labels)
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    search = _Search(claims, classes, pools, (node_name, node_labels), in_use, deadline)
+    if isinstance(slices, SliceIndex):
+        view = slices.node_view(node_name, node_labels)
+        pools = list(view.pools)
+        search = _Search(
+            claims, classes, pools, (node_name, node_labels), in_use, deadline, slices.selections, view.usable
+        )
+    else:
+        pools = gather_pools(slices, node_name, node_labels)
+        search = _Search(claims, classes, pools, (node_name, node_labels), in_use, deadline)
     search.prepare()
     # The search recurses (two frames) per device, and per request and claim, as kube's does;
     # a pod may ask for more than Python's default depth allows.

@@ -17,11 +17,18 @@ are in (driver, pool) order and slices by name, so the search order is fixed.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler.dra.constraints import Candidate
 from scheduler.dra.objects import Device, ResourceSlice
 from scheduler.objects.selectors import NodeSelector
+
+# (CEL expression, driver, id of the device object) -> (that device, whether the
+# expression selects it). A selector reads only the device (its driver, attributes,
+# capacity), so its result holds on every node that sees the device; the device is kept
+# with it so that its id names it while the entry lives.
+SelectorResults = dict[tuple[str, str, int], tuple[Device, bool]]
 
 
 class NodeSelectorError(Exception):
@@ -81,6 +88,15 @@ def _slice_applies(node_name: str, labels: Mapping[str, str], s: ResourceSlice) 
 
 
 @dataclass(frozen=True, slots=True)
+class NodeView:
+    """What one node sees of the slices: its pools, and the devices of the complete,
+    valid ones in the allocator's search order."""
+
+    pools: tuple[Pool, ...]
+    usable: tuple[Candidate, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class SliceIndex:
     """The cluster's slices sorted and counted once, so that gathering one node's pools
     reads the slices named for that node and those named for none (``allNodes``, a node
@@ -98,6 +114,12 @@ class SliceIndex:
     counts: Mapping[tuple[str, str, int], int]
     named: Mapping[str, tuple[ResourceSlice, ...]]
     unnamed: tuple[ResourceSlice, ...]
+    # The allocator's selector results on these slices' devices (``SelectorResults``).
+    selections: SelectorResults = field(default_factory=dict, compare=False, repr=False)
+    # ``node_view``'s answers per node name, with the labels they were gathered under.
+    _views: dict[str, tuple[dict[str, str], NodeView]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @staticmethod
     def of(slices: Iterable[ResourceSlice]) -> SliceIndex:
@@ -126,6 +148,25 @@ class SliceIndex:
         if not self.unnamed:
             return list(mine)
         return sorted((*mine, *self.unnamed), key=lambda s: (s.driver, s.pool, s.name))
+
+    def node_view(self, node_name: str, labels: Mapping[str, str]) -> NodeView:
+        """The node's pools and the devices of its complete, valid pools in search
+        order, gathered once per node (and again if its labels changed): the Filter
+        asks for every node in every cycle, and the slices do not change under the index."""
+        cached = self._views.get(node_name)
+        if cached is not None and cached[0] == labels:
+            return cached[1]
+        pools = tuple(self.gather(node_name, labels))
+        usable = tuple(
+            Candidate((pool.driver, pool.name, device.name), device, s)
+            for pool in pools
+            if not pool.incomplete and not pool.invalid_reason
+            for s in pool.slices
+            for device in s.devices
+        )
+        view = NodeView(pools, usable)
+        self._views[node_name] = (dict(labels), view)
+        return view
 
     def gather(self, node_name: str, labels: Mapping[str, str]) -> list[Pool]:
         """``GatherPools`` for one node."""

@@ -1,5 +1,7 @@
 """``SliceIndex`` gathers every node's pools as the scan over all slices it replaced:
-the same pools, slices, incomplete and invalid ones, on random clusters of slices."""
+the same pools, slices, incomplete and invalid ones, on random clusters of slices; and
+the allocator, given the index (its per-node views and the selector results it keeps
+across nodes and claims), allocates what it allocates from the plain list of slices."""
 
 from __future__ import annotations
 
@@ -9,9 +11,19 @@ from typing import Any
 
 import pytest
 
+from scheduler.dra.allocator import AllocationError, ClaimAllocation, allocate
+from scheduler.dra.manifests import device_class_from_manifest
 from scheduler.dra.objects import ResourceSlice
 from scheduler.dra.pools import Pool, SliceIndex, _build, _slice_applies, gather_pools
-from tests.dra.builders import DRIVER_A, DRIVER_B, device, make_slice
+from tests.dra.builders import (
+    DRIVER_A,
+    DRIVER_B,
+    class_manifest,
+    device,
+    exactly,
+    make_claim,
+    make_slice,
+)
 
 NODES: dict[str, dict[str, str]] = {
     "node-1": {"zone": "a"},
@@ -55,7 +67,10 @@ def reference_gather(
 
 
 def random_slice(rng: random.Random, k: int) -> ResourceSlice:
-    devices = [device(f"gpu-{rng.randrange(4)}") for _ in range(rng.randint(1, 3))]
+    devices = [
+        device(f"gpu-{rng.randrange(4)}", model=rng.choice(["a100", "h100"]))
+        for _ in range(rng.randint(1, 3))
+    ]
     spec: dict[str, Any] = {}
     node: str | None = None
     where = rng.choice(["node", "node", "all", "selector", "per-device", "none"])
@@ -114,3 +129,43 @@ def test_the_random_clusters_reach_every_kind_of_pool() -> None:
                     "incomplete" if pool.incomplete else "invalid" if pool.invalid_reason else "complete"
                 )
     assert kinds == {"none", "complete", "incomplete", "invalid"}
+
+
+CLASSES = {
+    "class-a": device_class_from_manifest(class_manifest("class-a", f'device.driver == "{DRIVER_A}"')),
+    "any": device_class_from_manifest(class_manifest("any", "true")),
+}
+# Device names repeat across slices and pools: a selector's result must follow the
+# device object, not its name.
+CLAIM_SELECTORS = [
+    'device.driver == "driver-b.example.com"',
+    "true",
+    'device.attributes[device.driver].model == "a100"',
+    'device.attributes[device.driver].model == "h100"',
+]
+
+
+def allocated(
+    claims: list[Any], slices: Any, node_name: str, labels: Mapping[str, str], in_use: set[Any]
+) -> list[ClaimAllocation] | str | None:
+    try:
+        return allocate(claims, CLASSES, slices, node_name, labels, in_use)
+    except AllocationError as error:
+        return f"error: {error}"
+
+
+@pytest.mark.parametrize("seed", range(150))
+def test_allocating_through_the_index_allocates_what_the_slices_allocate(seed: int) -> None:
+    rng = random.Random(seed)
+    slices = [random_slice(rng, k) for k in range(rng.randint(1, 10))]
+    index = SliceIndex.of(slices)  # one index for every node and claim below, as the Filter uses it
+    for attempt in range(4):
+        requests = [
+            exactly(f"r{i}", rng.choice(list(CLASSES)), rng.randint(1, 2), *rng.sample(CLAIM_SELECTORS, 1))
+            for i in range(rng.randint(1, 2))
+        ]
+        claims = [make_claim(f"claim-{attempt}", *requests)]
+        in_use = {(s.driver, s.pool, d.name) for s in slices for d in s.devices if rng.random() < 0.2}
+        for node_name, labels in NODES.items():
+            expected = allocated(claims, slices, node_name, labels, in_use)
+            assert allocated(claims, index, node_name, labels, in_use) == expected
