@@ -32,6 +32,9 @@ import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 from scheduler.framework.plugin import CycleContext, FilterPlugin
 from scheduler.framework.status import SUCCESS, Code, Status
 from scheduler.objects.pod import PODS, Pod
@@ -50,7 +53,7 @@ from scheduler.plugins.filters.pod_topology_spread import PodTopologySpread
 from scheduler.plugins.filters.volume_binding import VolumeBinding
 from scheduler.plugins.filters.volume_restrictions import VolumeRestrictions
 from scheduler.plugins.filters.volume_zone import VolumeZone
-from scheduler.state.cluster_state import ClusterState
+from scheduler.state.cluster_state import ClusterState, IntArray
 
 # Filters whose PreFilter SKIP reads only the pod and the volume and claim catalogs,
 # never placed pods: a SKIP on one state is a SKIP on the node with other pods back.
@@ -132,6 +135,22 @@ class FitChecks:
         for name in self.names[1:]:
             vector.append(requests.get(name, 0))
         return vector
+
+    def patterns(self, allocatable: IntArray, requested: IntArray) -> npt.NDArray[np.bool_]:
+        """Per node (rows of ``allocatable`` and ``requested``, both at ``columns``),
+        which of the conditions ``status`` reads hold: the node is full, then per check
+        of every instance, the resource is short and the node too small for it. A node
+        passes where none holds; equal rows make equal statuses."""
+        bits = [requested[:, 0] + 1 > allocatable[:, 0]]
+        for checks in self.checks:
+            for _, position, amount in checks:
+                if position is None:
+                    bits.append(np.ones(len(requested), np.bool_))
+                    bits.append(np.ones(len(requested), np.bool_))
+                else:
+                    bits.append(amount > allocatable[:, position] - requested[:, position])
+                    bits.append(bits[-1] & (amount > allocatable[:, position]))
+        return np.stack(bits, axis=1)
 
     def fits(self, allocatable: Sequence[int], requested: Sequence[int]) -> bool:
         """NodeResourcesFit's verdict (every instance's) on a node with ``requested``

@@ -246,21 +246,21 @@ def test_nominated_pods_are_counted_and_placed(monkeypatch: pytest.MonkeyPatch) 
     """The random clusters reach both ways of filtering a node that has nominated peers:
     counted in requests (a verdict that changes with them, and one that does not) and
     placed on the state (a peer with required anti-affinity, a pod with affinity terms)."""
-    counted: list[bool] = []
+    counted: list[bool] = []  # per node counted: whether it passed
     placed: list[bool] = []
-    status = CountedPeers.status
+    failures = CountedPeers.failures
     add = add_nominated_pods
 
-    def spy_status(self: CountedPeers, *args: Any) -> Status:
-        result = status(self, *args)
-        counted.append(result.ok)
+    def spy_failures(self: CountedPeers, state: Any, nodes: Any, base: Any) -> dict[int, Status]:
+        result = failures(self, state, nodes, base)
+        counted.extend(row not in result for row, _ in nodes)
         return result
 
     def spy_add(*args: Any) -> Any:
         placed.append(True)
         return add(*args)
 
-    monkeypatch.setattr(CountedPeers, "status", spy_status)
+    monkeypatch.setattr(CountedPeers, "failures", spy_failures)
     monkeypatch.setattr("scheduler.framework.preemption.add_nominated_pods", spy_add)
     for seed in range(400):
         test_the_dry_run_decides_as_the_reference_does(seed)
