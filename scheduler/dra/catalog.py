@@ -16,6 +16,7 @@ older than what is stored (a smaller ``resourceVersion``) does not take it back.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -72,7 +73,12 @@ class DraCatalog:
         self.claims: dict[str, StoredClaim] = {}
         # Claims whose allocation this scheduler decided and has not written yet.
         self.in_flight: dict[str, ResourceClaim] = {}
-        self._in_use: set[DeviceId] | None = None
+        # ``in_use``, kept as claims change: per claim key the devices its allocation
+        # (the in-flight one first) consumes, how many claims hold each device, and the
+        # devices some claim holds.
+        self._held: dict[str, tuple[DeviceId, ...]] = {}
+        self._holders: Counter[DeviceId] = Counter()
+        self._in_use: set[DeviceId] = set()
         self._slice_index: SliceIndex | None = None
 
     # ---- watch events ---------------------------------------------------------------
@@ -101,7 +107,7 @@ class DraCatalog:
             if stored is not None and _version(version) < _version(stored.resource_version):
                 return False  # older than what this scheduler wrote (the assume cache's rule)
             self.claims[key] = StoredClaim(resource_claim_from_manifest(manifest), version)
-            self._in_use = None
+            self._hold(key)
         return True
 
     def _table(self, plural: str) -> dict[str, Any]:
@@ -111,7 +117,8 @@ class DraCatalog:
     def delete(self, plural: str, key: str) -> bool:
         if self._table(plural).pop(key, None) is None:
             return False
-        self._in_use = None
+        if plural == CLAIMS:
+            self._hold(key)
         if plural == SLICES:
             self._slice_index = None
         return True
@@ -143,18 +150,30 @@ class DraCatalog:
         return self._slice_index
 
     def in_use(self) -> set[DeviceId]:
-        """The devices every allocated claim consumes, in-flight allocations included."""
-        if self._in_use is None:
-            merged = {key: s.claim for key, s in self.claims.items()}
-            merged.update(self.in_flight)
-            self._in_use = {
-                (r.driver, r.pool, r.device)
-                for claim in merged.values()
-                if claim.allocation is not None
-                for r in claim.allocation.results
-                if not r.admin_access
-            }
+        """The devices every allocated claim consumes, in-flight allocations included
+        (not to be changed by the caller)."""
         return self._in_use
+
+    def _hold(self, key: str) -> None:
+        """The claim ``key`` changed (stored, in flight, or gone): what it holds is
+        counted again. Kept per claim rather than rebuilt from every claim: with 5,000
+        claims each pod's claim changes several times (created, assumed, written)."""
+        claim = self.claim(key)
+        held = (
+            ()
+            if claim is None or claim.allocation is None
+            else tuple((r.driver, r.pool, r.device) for r in claim.allocation.results if not r.admin_access)
+        )
+        for device in self._held.pop(key, ()):
+            self._holders[device] -= 1
+            if self._holders[device] <= 0:
+                del self._holders[device]
+                self._in_use.discard(device)
+        if held:
+            self._held[key] = held
+            for device in held:
+                self._holders[device] += 1
+                self._in_use.add(device)
 
     def pod_claims(
         self, namespace: str, pod_name: str, claim_names: Sequence[str | None]
@@ -176,11 +195,11 @@ class DraCatalog:
     def assume(self, claim: ResourceClaim) -> None:
         """``claim`` with the allocation this scheduler chose, not written yet."""
         self.in_flight[claim.key] = claim
-        self._in_use = None
+        self._hold(claim.key)
 
     def forget(self, key: str) -> None:
         if self.in_flight.pop(key, None) is not None:
-            self._in_use = None
+            self._hold(key)
 
     def written(self, manifest: Mapping[str, Any]) -> None:
         """The claim as the API server answered a status write: it replaces the

@@ -5,6 +5,7 @@ events (scheduler/k8s/scheduling/dra_events.py), and a pod's claims by name
 from __future__ import annotations
 
 import asyncio
+import random
 from typing import Any
 
 import pytest
@@ -50,6 +51,47 @@ def test_devices_of_allocated_and_in_flight_claims_are_in_use() -> None:
     assert catalog.in_use() == {("driver-a.example.com", "pool-1", "gpu-0")}
     catalog.apply(CLAIMS, "DELETED", allocated_claim("a", "8", "gpu-0"))
     assert catalog.in_use() == set()
+
+
+def devices_held(catalog: DraCatalog) -> set[tuple[str, str, str]]:
+    """``in_use`` from scratch: every claim's allocation, the in-flight one first."""
+    merged = {key: stored.claim for key, stored in catalog.claims.items()} | catalog.in_flight
+    return {
+        (r.driver, r.pool, r.device)
+        for claim in merged.values()
+        if claim.allocation is not None
+        for r in claim.allocation.results
+        if not r.admin_access
+    }
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_devices_in_use_are_kept_as_claims_come_and_go(seed: int) -> None:
+    """``in_use`` is kept claim by claim; after every event, assumption, write and
+    resync it is what the claims hold, computed from scratch."""
+    rng = random.Random(seed)
+    catalog = DraCatalog()
+    for version in range(1, 61):
+        name = f"c{rng.randrange(6)}"
+        devices = rng.sample([f"gpu-{i}" for i in range(4)], rng.randint(1, 2))
+        step = rng.choice(["add", "add", "pending", "delete", "assume", "forget", "written", "resync"])
+        if step == "add":
+            catalog.apply(CLAIMS, "MODIFIED", allocated_claim(name, str(version), *devices))
+        elif step == "pending":
+            catalog.apply(CLAIMS, "MODIFIED", pending_claim(name, str(version)))
+        elif step == "delete":
+            catalog.apply(CLAIMS, "DELETED", pending_claim(name, str(version)))
+        elif step == "assume":
+            flying = DraCatalog()
+            flying.apply(CLAIMS, "ADDED", allocated_claim(name, str(version), *devices))
+            catalog.assume(flying.claims[f"default/{name}"].claim)
+        elif step == "forget":
+            catalog.forget(f"default/{name}")
+        elif step == "written":
+            catalog.written(allocated_claim(name, str(version), *devices))
+        else:
+            catalog.resync(CLAIMS, {f"default/c{i}" for i in range(6) if rng.random() < 0.7})
+        assert catalog.in_use() == devices_held(catalog), step
 
 
 @pytest.mark.parametrize(
