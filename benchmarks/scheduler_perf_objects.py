@@ -180,9 +180,21 @@ def delete_run_pods(
     core: client.CoreV1Api, namespaces: set[str], selector: str, timeout_s: float = 300
 ) -> None:
     """The pods with ``selector`` (their finalizers taken off: kube's pod-with-finalizer.yaml),
-    then their claims and volumes; waits until they are gone."""
+    then their claims and volumes; waits until they are gone. A collection delete the API
+    server answers 504 (10,000 pods with claims: it gives up waiting after 60 s) is sent
+    again until it goes through."""
+    deadline = time.monotonic() + timeout_s
     for namespace in namespaces:
-        core.delete_collection_namespaced_pod(namespace, label_selector=selector, grace_period_seconds=0)
+        while True:
+            try:
+                core.delete_collection_namespaced_pod(
+                    namespace, label_selector=selector, grace_period_seconds=0
+                )
+                break
+            except ApiException as error:
+                if error.status != 504 or time.monotonic() > deadline:
+                    raise
+                print(f"  deleting pods in {namespace}: 504 from the API server, sent again", flush=True)
     for pod in raw_list(core, label_selector=selector)["items"]:
         meta = pod["metadata"]
         if meta.get("finalizers"):
@@ -191,7 +203,6 @@ def delete_run_pods(
             except ApiException as error:
                 if error.status != 404:
                     raise
-    deadline = time.monotonic() + timeout_s
     while raw_list(core, label_selector=selector, limit=1)["items"]:
         if time.monotonic() > deadline:
             raise RunTimeoutError(f"pods {selector} still there after {timeout_s:.0f} s")
