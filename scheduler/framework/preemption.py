@@ -24,15 +24,15 @@ import numpy.typing as npt
 from scheduler.errors import SchedulerInputError
 from scheduler.framework.diagnosis import fit_error_message
 from scheduler.framework.plugin import CycleContext, FilterPlugin
-from scheduler.framework.preemption_reprieve import FitChecks, peers_counted
+from scheduler.framework.preemption_reprieve import FitChecks, reads_peer_anti_affinity
 from scheduler.framework.preemption_victims import (
     FilterPass,
     NamespaceLabels,
     PodDisruptionBudget,
     Victims,
     add_nominated_pods,
+    counts_as_peer,
     node_status,
-    nominated_peers,
     pod_dependent_filters,
     pod_start_time,
     run_filter_pass,
@@ -148,10 +148,14 @@ class NodeStatuses:
         fresh = rows if not again else np.setdiff1d(rows, np.array(again, np.int64))
         for reason, hit in self._rejections:
             self.reason_counts[reason] -= int(np.isin(hit, fresh).sum())
+        by_status: dict[Status, list[int]] = {}
         for row, status in failed.items():
-            self.reason_counts.update(status.reasons)
+            by_status.setdefault(status, []).append(row)
             self._overrides[row] = status.reasons
-            self.codes[row] = status.code
+        for status, same in by_status.items():
+            for reason in status.reasons:
+                self.reason_counts[reason] += len(same)
+            self.codes[same] = status.code
         self.reason_counts = +self.reason_counts
         self.feasible = self.feasible[~np.isin(self.feasible, rows)]
 
@@ -205,19 +209,19 @@ def filter_with_nominated_pods(
     statuses, base = filter_without_nominated_pods(state, filters, pod, namespace_labels)
     if not nominated or not base.pre_filter.ok:
         return statuses
-    peers_by_node: defaultdict[str, list[Pod]] = defaultdict(list)
+    # Each node's peers (``nominated_peers``), in one pass over the nominated pods.
+    peers_by_node: dict[str, list[Pod]] = {}
     for peer in nominated:
-        if peer.nominated_node_name in state.node_index:
-            peers_by_node[peer.nominated_node_name].append(peer)
+        node = peer.nominated_node_name
+        if node in state.node_index and counts_as_peer(state, pod, peer):
+            peers_by_node.setdefault(node, []).append(peer)
     counted = CountedPeers.of(state, filters, pod, namespace_labels)
+    anti = reads_peer_anti_affinity(filters)
     failed: dict[int, Status] = {}
     counted_rows: list[tuple[int, list[Pod]]] = []
-    for node, candidates in peers_by_node.items():
-        peers = nominated_peers(state, pod, node, candidates)
-        if not peers:
-            continue
+    for node, peers in peers_by_node.items():
         row = state.node_index[node]
-        if counted is not None and peers_counted(filters, peers):
+        if counted is not None and not (anti and any(p.pod_anti_affinity.required for p in peers)):
             counted_rows.append((row, peers))
             continue
         with add_nominated_pods(state, pod, node, peers):
@@ -274,27 +278,33 @@ class CountedPeers:
             return {}
         allocatable = state.allocatable[rows][:, columns]
         requested = state.requested[rows][:, columns]
-        added_up = np.zeros_like(requested)
-        for k, (_, peers) in enumerate(nodes):
-            for peer in peers:
-                added_up[k] += checks.vector(peer)
-        with_peers = requested + added_up
+        positions = [k for k, (_, peers) in enumerate(nodes) for _ in peers]
+        vectors = [checks.vector(peer) for _, peers in nodes for peer in peers]
+        with_peers = requested.copy()
+        np.add.at(with_peers, positions, np.array(vectors, np.int64))
         patterns = checks.patterns(allocatable, with_peers)
-        without = checks.patterns(allocatable, requested)
-        made: dict[bytes, Status] = {}
-
-        def status(k: int, pattern: npt.NDArray[np.bool_], requested: IntArray) -> Status:
-            key = pattern.tobytes()
-            if key not in made:
-                made[key] = checks.status(allocatable[k].tolist(), requested.tolist())
-            return made[key]
-
+        weights = 1 << np.arange(patterns.shape[1], dtype=np.int64)  # a pattern as one number
+        codes = patterns.astype(np.int64) @ weights
+        codes_without = checks.patterns(allocatable, requested).astype(np.int64) @ weights
+        failing = np.flatnonzero(keep & (codes != 0))
+        made: dict[int, Status] = {}  # status per pattern's number
+        for k in failing.tolist():
+            for code, row in ((int(codes[k]), with_peers[k]), (int(codes_without[k]), requested[k])):
+                if code not in made:
+                    made[code] = checks.status(allocatable[k].tolist(), row.tolist())
         out: dict[int, Status] = {}
-        for k in np.flatnonzero(keep & patterns.any(axis=1)).tolist():
-            verdict = status(k, patterns[k], with_peers[k])
-            if rejected_by[k] == self.fit_position and verdict == status(k, without[k], requested[k]):
+        fit_rejected = rejected_by == self.fit_position
+        for k, row, code, before in zip(
+            failing.tolist(),
+            rows[failing].tolist(),
+            codes[failing].tolist(),
+            codes_without[failing].tolist(),
+            strict=True,
+        ):
+            verdict = made[code]
+            if fit_rejected[k] and verdict == made[before]:
                 continue  # rejected as it was without them
-            out[int(rows[k])] = verdict
+            out[row] = verdict
         return out
 
 

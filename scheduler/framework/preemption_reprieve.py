@@ -288,6 +288,10 @@ def peers_counted(filters: Sequence[FilterPlugin], others: Sequence[Pod]) -> boo
     """Whether InterPodAffinity (if among ``filters``) says the same with ``others`` on
     the node or off it: none of them has a required anti-affinity term (the pod's own
     terms are ``counted_fits``'s part)."""
-    if not any(type(plugin) is InterPodAffinity for plugin in filters):
-        return True
-    return not any(p.pod_anti_affinity.required for p in others)
+    return not reads_peer_anti_affinity(filters) or not any(p.pod_anti_affinity.required for p in others)
+
+
+def reads_peer_anti_affinity(filters: Sequence[FilterPlugin]) -> bool:
+    """Whether ``filters`` read the required anti-affinity of pods placed or nominated
+    (InterPodAffinity is among them): ``peers_counted``'s question, asked once."""
+    return any(type(plugin) is InterPodAffinity for plugin in filters)

@@ -172,18 +172,22 @@ def _same_pod(a: Pod, b: Pod) -> bool:
     return a.uid == b.uid if a.uid and b.uid else a.key == b.key
 
 
+def counts_as_peer(state: ClusterState, pod: Pod, peer: Pod) -> bool:
+    """Whether kube counts ``peer`` on its nominated node when filtering ``pod``
+    (``addGENominatedPods``): priority at least ``pod``'s, not ``pod`` itself, not placed
+    yet."""
+    return (
+        peer.priority >= pod.priority
+        and not peer.node_name
+        and peer.key not in state.placements
+        and not _same_pod(peer, pod)
+    )
+
+
 def nominated_peers(state: ClusterState, pod: Pod, node: str, nominated: Sequence[Pod]) -> list[Pod]:
-    """The pods kube counts on ``node`` when filtering ``pod`` (``addGENominatedPods``):
-    nominated to it, priority at least ``pod``'s, not ``pod`` itself, not placed yet."""
-    return [
-        p
-        for p in nominated
-        if p.nominated_node_name == node
-        and p.priority >= pod.priority
-        and not _same_pod(p, pod)
-        and not p.node_name
-        and p.key not in state.placements
-    ]
+    """The pods kube counts on ``node`` when filtering ``pod``: nominated to it, and
+    ``counts_as_peer``."""
+    return [p for p in nominated if p.nominated_node_name == node and counts_as_peer(state, pod, p)]
 
 
 def _assumed_gpu_use(state: ClusterState, pod: Pod, row: int) -> tuple[GpuUse, ...]:
