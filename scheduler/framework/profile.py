@@ -19,6 +19,7 @@ import numpy.typing as npt
 from scheduler.framework.diagnosis import fit_error_message
 from scheduler.framework.plugin import CycleContext, FilterPlugin, GpuSelector, ScorePlugin, run_pre_filters
 from scheduler.framework.preemption import NodeStatuses, PreemptionArgs, filter_with_nominated_pods
+from scheduler.framework.preemption_victims import run_filters_with_nominated_pods
 from scheduler.framework.status import SUCCESS, Code, Status
 from scheduler.objects.pod import Pod
 from scheduler.state.cluster_state import ClusterState, IntArray
@@ -170,7 +171,18 @@ def filter_around_nominations(
 ) -> Decision:
     """``run_filters`` that leaves the room preemptions cleared to the pods nominated
     there (kube's ``RunFilterPluginsWithNominatedPods``), and that keeps a nominated
-    pod to its nominated node when it fits there (kube's ``evaluateNominatedNode``)."""
+    pod to its nominated node when it fits there: as kube's ``evaluateNominatedNode``,
+    that node is filtered first, alone, and the other nodes only when it fails (a
+    preemptor whose victims are gone is decided without filtering every node)."""
+    row = ctx.state.node_index.get(ctx.pod.nominated_node_name)
+    if row is not None:
+        status = run_filters_with_nominated_pods(
+            ctx.state, filters, ctx.pod, row, nominated, ctx.namespace_labels
+        )
+        if status.ok:
+            decision = Decision(ctx.pod, SUCCESS, total_nodes=len(ctx.state))
+            decision.feasible = np.array([row], np.int64)
+            return decision
     statuses = filter_with_nominated_pods(ctx.state, filters, ctx.pod, nominated, ctx.namespace_labels)
     decision = Decision(ctx.pod, SUCCESS, total_nodes=len(ctx.state))
     decision.feasible = statuses.feasible
@@ -179,9 +191,6 @@ def filter_around_nominations(
     if statuses.feasible.size == 0:
         decision.status = Status(Code.UNSCHEDULABLE, tuple(sorted(statuses.reason_counts)))
         decision.node_statuses = statuses
-    row = ctx.state.node_index.get(ctx.pod.nominated_node_name)
-    if row is not None and row in statuses.feasible:
-        decision.feasible = np.array([row], np.int64)
     return decision
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from scheduler.framework.plugin import CycleContext
 from scheduler.framework.preemption import CountedPeers, NodeStatuses, filter_with_nominated_pods, preempt
 from scheduler.framework.preemption_reprieve import ResourceReprieve
 from scheduler.framework.preemption_victims import (
@@ -21,6 +22,7 @@ from scheduler.framework.preemption_victims import (
     node_status,
     select_victims_on_node,
 )
+from scheduler.framework.profile import filter_around_nominations
 from scheduler.framework.status import Status
 from scheduler.objects.pod import Pod
 from scheduler.objects.selectors import LabelSelector
@@ -267,3 +269,40 @@ def test_nominated_pods_are_counted_and_placed(monkeypatch: pytest.MonkeyPatch) 
     assert counted.count(True) >= 20, counted.count(True)
     assert counted.count(False) >= 8, counted.count(False)
     assert len(placed) >= 10, len(placed)
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_a_nominated_pod_goes_where_the_full_pass_would_send_it(seed: int) -> None:
+    """``filter_around_nominations`` tries the pod's nominated node alone first (kube's
+    ``evaluateNominatedNode``): the feasible nodes are that node where the pass over
+    every node finds it feasible, and that pass's otherwise, with its statuses."""
+    rng = random.Random(seed)
+    state = random_cluster(rng)
+    nominated = random_nominated(rng, state)
+    node = rng.choice([*state.node_names, "gone"])
+    pod = random_pod(rng, "preemptor", rng.randint(3, 9), PREEMPTOR_CPUS, nominated_node_name=node)
+    statuses = filter_with_nominated_pods(state, FILTERS, pod, nominated)
+    before = snapshot(state)
+    decision = filter_around_nominations(CycleContext(state, pod, {}), FILTERS, nominated)
+    assert snapshot(state) == before
+    row = state.node_index.get(node)
+    if row is not None and row in statuses.feasible:
+        assert decision.feasible.tolist() == [row]
+        return
+    assert decision.feasible.tolist() == statuses.feasible.tolist()
+    assert decision.message == statuses.message
+
+
+def test_the_nominated_node_fits_in_some_random_clusters_and_not_in_others() -> None:
+    """The table above meets both branches: the nominated node kept, and the full pass."""
+    kept = 0
+    seeds = range(300)
+    for seed in seeds:
+        rng = random.Random(seed)
+        state = random_cluster(rng)
+        nominated = random_nominated(rng, state)
+        node = rng.choice([*state.node_names, "gone"])
+        pod = random_pod(rng, "preemptor", rng.randint(3, 9), PREEMPTOR_CPUS, nominated_node_name=node)
+        row = state.node_index.get(node)
+        kept += row is not None and row in filter_with_nominated_pods(state, FILTERS, pod, nominated).feasible
+    assert 20 <= kept <= len(seeds) - 20, kept
