@@ -147,16 +147,18 @@ def inclusion_mask(state: ClusterState, pod: Pod, constraint: TopologySpreadCons
 def matching_pods_per_node(
     state: ClusterState, namespace: str, selector: LabelSelector | None, counted: BoolArray
 ) -> IntArray:
-    """Per node, its pods in ``namespace`` that ``selector`` matches (0 off ``counted``)."""
+    """Per node, its pods in ``namespace`` that ``selector`` matches (0 off ``counted``).
+    Read by group of placed pods alike in namespace and labels (``ClusterState.pod_groups``):
+    the selector runs once per group, not once per pod (TopologySpreading at 1,000 nodes,
+    2,000 placed pods: 1.7 ms a cycle, most of it here, when it ran per pod)."""
     per_node = np.zeros(len(state), np.int64)
     # kube's countPodsMatchSelector: nothing matches a nil selector, and an empty one
     # counts 0 (``selector.Empty()``).
     if selector is None or selector.is_empty:
         return per_node
-    for i in np.flatnonzero(counted):
-        per_node[i] = sum(
-            1
-            for p in state.pods_on_node[i].values()
-            if p.namespace == namespace and selector.matches(p.labels)
-        )
+    for (group_namespace, _), group in state.pod_groups.by_labels.items():
+        if group_namespace == namespace and selector.matches(group.pod.labels):
+            nodes, pods = group.arrays()
+            per_node[nodes] += pods
+    per_node[~counted] = 0
     return per_node
