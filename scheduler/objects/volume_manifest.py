@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.errors import SchedulerInputError
+from scheduler.objects.csi_migration import in_tree_identity
 from scheduler.objects.fields import FieldReader, Manifest
 from scheduler.objects.selectors import NodeSelector, NodeSelectorTerm, Requirement
 from scheduler.objects.volumes import (
@@ -166,6 +167,11 @@ def volume_from_manifest(manifest: Manifest) -> PersistentVolume:
         )
     affinity = reader.mapping(spec.get("nodeAffinity"), "spec.nodeAffinity")
     csi = reader.mapping(spec.get("csi"), "spec.csi")
+    labels = reader.string_map(metadata.get("labels"), "metadata.labels")
+    csi_driver = reader.string(csi.get("driver"), "spec.csi.driver")
+    csi_handle = reader.string(csi.get("volumeHandle"), "spec.csi.volumeHandle")
+    if not csi:  # an in-tree source kube-scheduler counts as its CSI driver's (csi_migration)
+        csi_driver, csi_handle = in_tree_identity(spec, labels)
     return PersistentVolume(
         name=name,
         resource_version=reader.string(metadata.get("resourceVersion"), "metadata.resourceVersion"),
@@ -175,14 +181,14 @@ def volume_from_manifest(manifest: Manifest) -> PersistentVolume:
         volume_mode=reader.string(spec.get("volumeMode"), "spec.volumeMode", "Filesystem") or "Filesystem",
         phase=reader.string(status.get("phase"), "status.phase", "Pending"),
         claim_ref=claim_ref,
-        labels=reader.string_map(metadata.get("labels"), "metadata.labels"),
+        labels=labels,
         node_affinity=reader.node_selector(affinity.get("required"), "spec.nodeAffinity.required"),
         deleting=metadata.get("deletionTimestamp") is not None,
         attributes_class=reader.string(
             spec.get("volumeAttributesClassName"), "spec.volumeAttributesClassName"
         ),
-        csi_driver=reader.string(csi.get("driver"), "spec.csi.driver"),
-        csi_handle=reader.string(csi.get("volumeHandle"), "spec.csi.volumeHandle"),
+        csi_driver=csi_driver,
+        csi_handle=csi_handle,
         annotations=annotations,
     )
 

@@ -115,6 +115,8 @@ class PersistentVolume:
     node_affinity: NodeSelector | None = None
     deleting: bool = False
     attributes_class: str = ""
+    # ``spec.csi``'s driver and handle, or those kube-scheduler counts a migrated in-tree
+    # source as (``csi_migration``).
     csi_driver: str = ""
     csi_handle: str = ""
     annotations: Mapping[str, str] = field(default_factory=dict)

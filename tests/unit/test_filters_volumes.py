@@ -74,6 +74,14 @@ def row(
     return pytest.param(plugin, pod, nodes, catalog, expected, id=case)
 
 
+def aws_volume(name: str, volume_id: str) -> dict[str, Any]:
+    """A bound PV of the in-tree AWS EBS plugin (scheduler_perf's pv-aws.yaml)."""
+    manifest = volume_manifest(name, phase="Bound")
+    del manifest["spec"]["hostPath"]
+    manifest["spec"]["awsElasticBlockStore"] = {"volumeID": volume_id}
+    return manifest
+
+
 def on_n1_iscsi(read_only: bool) -> Pod:
     volume = {"name": "disk", "iscsi": {"targetPortal": "10.0.0.1:3260", "iqn": "iqn.x:1", "lun": 0}}
     volume["iscsi"]["readOnly"] = read_only
@@ -403,6 +411,41 @@ CASES = [
         "limits: an unbound claim counts for its class's provisioner",
         claims=[claim_manifest("data", storage_class="ebs")],
         classes=[storage_class_manifest("ebs", provisioner="ebs.csi.aws.com")],
+        csi_nodes=[csi_node_manifest("n1", {"ebs.csi.aws.com": 0}), csi_node_manifest("n2", {"other": 0})],
+    ),
+    row(
+        NodeVolumeLimits(),
+        claim_pod("db", ["data"]),
+        expect(n1=VOLUME_COUNT, n2=""),
+        "limits: in-tree AWS EBS volumes count as ebs.csi.aws.com's, as kube migrates them",
+        placed=[(claim_pod("first", ["old"]), "n1")],
+        claims=[
+            claim_manifest("old", volume="pv-old", bound=True),
+            claim_manifest("data", volume="pv-new", bound=True),
+        ],
+        volumes=[aws_volume("pv-old", "vol-1"), aws_volume("pv-new", "vol-2")],
+        csi_nodes=[csi_node_manifest("n1", {"ebs.csi.aws.com": 1})],
+    ),
+    row(
+        NodeVolumeLimits(),
+        claim_pod("db", ["data"]),
+        expect(n1="", n2=""),
+        "limits: aws://<zone>/vol-1 and vol-1 are one volume, counted once",
+        placed=[(claim_pod("first", ["old"]), "n1")],
+        claims=[
+            claim_manifest("old", volume="pv-old", bound=True),
+            claim_manifest("data", volume="pv-new", bound=True),
+        ],
+        volumes=[aws_volume("pv-old", "aws://us-east-1a/vol-1"), aws_volume("pv-new", "vol-1")],
+        csi_nodes=[csi_node_manifest("n1", {"ebs.csi.aws.com": 1})],
+    ),
+    row(
+        NodeVolumeLimits(),
+        claim_pod("db", ["data"]),
+        expect(n1=VOLUME_COUNT, n2=""),
+        "limits: an unbound claim of the in-tree provisioner counts for its CSI driver",
+        claims=[claim_manifest("data", storage_class="gp2")],
+        classes=[storage_class_manifest("gp2", provisioner="kubernetes.io/aws-ebs")],
         csi_nodes=[csi_node_manifest("n1", {"ebs.csi.aws.com": 0}), csi_node_manifest("n2", {"other": 0})],
     ),
     row(

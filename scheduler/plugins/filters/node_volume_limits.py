@@ -1,9 +1,11 @@
 """NodeVolumeLimits: where a node's CSINode gives a CSI driver an allocatable count,
 the distinct volumes of that driver used by the node's pods plus the pod's new ones
-must not exceed it. A claim's driver and volume handle come from its bound CSI
-PersistentVolume, else (unbound) from its class's provisioner with a handle of the
-claim's own. Not counted, unlike kube-scheduler: VolumeAttachments (volumes still
-attached for pods that are gone) and in-tree volumes migrated to CSI."""
+must not exceed it. A claim's driver and volume handle come from its bound
+PersistentVolume (CSI, or an in-tree source kube counts as the CSI driver it migrated
+to: ``objects.csi_migration``), else (unbound) from its class's provisioner (an in-tree
+one as its CSI driver) with a handle of the claim's own. Not counted, unlike
+kube-scheduler: VolumeAttachments (volumes still attached for pods that are gone) and
+inline in-tree volumes in the pod spec."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from collections import Counter
 import numpy as np
 
 from scheduler.framework.plugin import CycleContext, Rejection, SkipUnlessBase
+from scheduler.objects.csi_migration import migrated_driver
 from scheduler.objects.pod import Pod
 from scheduler.state.cluster_state import IntArray
 from scheduler.volumes.catalog import VolumeCatalog
@@ -45,7 +48,8 @@ class NodeVolumeLimits(SkipUnlessBase):
                 storage_class = catalog.storage_class(claim.storage_class) if claim.storage_class else None
                 if storage_class is None:
                     continue
-                driver, handle = storage_class.provisioner, f"{self._unbound_prefix}-{claim.key}"
+                driver = migrated_driver(storage_class.provisioner)
+                handle = f"{self._unbound_prefix}-{claim.key}"
             if driver and handle:
                 out[f"{driver}/{handle}"] = driver
         return out
