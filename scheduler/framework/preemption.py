@@ -283,10 +283,16 @@ class CountedPeers:
         with_peers = requested.copy()
         np.add.at(with_peers, positions, np.array(vectors, np.int64))
         patterns = checks.patterns(allocatable, with_peers)
-        weights = 1 << np.arange(patterns.shape[1], dtype=np.int64)  # a pattern as one number
-        codes = patterns.astype(np.int64) @ weights
-        codes_without = checks.patterns(allocatable, requested).astype(np.int64) @ weights
-        failing = np.flatnonzero(keep & (codes != 0))
+        without = checks.patterns(allocatable, requested)
+        # Each distinct pattern (with the peers or without) as one number: its bits, or,
+        # past 62 of them (dozens of checked resources), its rank among the patterns.
+        both = np.concatenate([patterns, without])
+        if both.shape[1] <= 62:
+            numbers = both.astype(np.int64) @ (1 << np.arange(both.shape[1], dtype=np.int64))
+        else:
+            numbers = np.unique(both, axis=0, return_inverse=True)[1].reshape(-1)
+        codes, codes_without = numbers[: len(rows)], numbers[len(rows) :]
+        failing = np.flatnonzero(keep & patterns.any(axis=1))
         made: dict[int, Status] = {}  # status per pattern's number
         for k in failing.tolist():
             for code, row in ((int(codes[k]), with_peers[k]), (int(codes_without[k]), requested[k])):

@@ -306,3 +306,27 @@ def test_the_nominated_node_fits_in_some_random_clusters_and_not_in_others() -> 
         row = state.node_index.get(node)
         kept += row is not None and row in filter_with_nominated_pods(state, FILTERS, pod, nominated).feasible
     assert 20 <= kept <= len(seeds) - 20, kept
+
+
+@pytest.mark.parametrize("resources", [2, 40])
+def test_nominated_pods_counted_over_many_resources(resources: int) -> None:
+    """A pod asking for dozens of extended resources makes patterns of more than 62
+    conditions (``CountedPeers.failures`` numbers them another way): the statuses are
+    still the reference's."""
+    names = [f"example.com/r{k}" for k in range(resources)]
+    nodes = [
+        make_node(f"n{i}", cpu="4", extra={name: str(2 + (i + k) % 3) for k, name in enumerate(names)})
+        for i in range(8)
+    ]
+    states = [ClusterState(nodes), ClusterState(nodes)]
+    peers = [
+        make_pod(
+            f"peer{i}", cpu="1", priority=5, extra=dict.fromkeys(names, "1"), nominated_node_name=f"n{i}"
+        )
+        for i in range(6)
+    ]
+    pod = make_pod("preemptor", cpu="2", priority=5, extra=dict.fromkeys(names, "2"))
+    ours = filter_with_nominated_pods(states[0], FILTERS, pod, peers)
+    theirs = reference.filter_with_nominated_pods(states[1], FILTERS, pod, peers)
+    assert node_statuses(ours) == node_statuses(theirs)
+    assert len(set(node_statuses(ours)[2])) > 1  # nodes fail for different reasons
