@@ -24,7 +24,7 @@ import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from scheduler.dra import cel_selectors
 from scheduler.dra.constraints import Candidate, DeviceId, DistinctAttribute, MatchAttribute
@@ -45,6 +45,11 @@ from scheduler.dra.pools import (
     device_on_node,
     gather_pools,
 )
+
+
+# Selector results kept per slice index (``SliceIndex.selections``) before they are
+# dropped and evaluated again: each claim may carry selectors of its own.
+MAX_SELECTIONS: Final = 100_000
 
 
 class AllocationError(Exception):
@@ -234,6 +239,8 @@ class _Search:
                     variable = cel_selectors.device_variable(candidate.id[0], candidate.device)
                     self.variables[candidate.id] = variable
                 selected = cel_selectors.matches(compiled, variable)
+                if len(self.selections) >= MAX_SELECTIONS:
+                    self.selections.clear()  # claims' selectors are the tenants': bounded
                 self.selections[key] = (candidate.device, selected)
                 if not selected:
                     return False

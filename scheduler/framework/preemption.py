@@ -203,8 +203,10 @@ def filter_with_nominated_pods(
     (priority at least ``pod``'s, not ``pod``), the pod must pass both with them placed
     and without; its status is the pass with them when that one fails.
 
-    One vectorised pass without nominated pods (all there is when none apply), then one
-    single-node pass per node that has peers. The state is unchanged on return.
+    One vectorised pass without nominated pods (all there is when none apply); then the
+    nodes whose peers only NodeResourcesFit can tell apart are counted at once
+    (``CountedPeers.failures``), and each other node with peers gets a single-node pass
+    with them placed. The state is unchanged on return.
     """
     statuses, base = filter_without_nominated_pods(state, filters, pod, namespace_labels)
     if not nominated or not base.pre_filter.ok:
