@@ -46,7 +46,6 @@ from scheduler.dra.pools import (
     gather_pools,
 )
 
-
 # Selector results kept per slice index (``SliceIndex.selections``) before they are
 # dropped and evaluated again: each claim may carry selectors of its own.
 MAX_SELECTIONS: Final = 100_000
