@@ -198,6 +198,14 @@ def policy_version() -> dict[str, Any]:
     }
 
 
+def in_tree_volume() -> Any:
+    """A PV of an in-tree source NodeVolumeLimits counts as its CSI driver's (csi_migration)."""
+    manifest = volume_manifest("v", zones=["a"], labels={"topology.kubernetes.io/zone": "a"})
+    del manifest["spec"]["hostPath"]
+    manifest["spec"]["gcePersistentDisk"] = {"pdName": "disk-1", "fsType": "ext4"}
+    return manifest
+
+
 READERS: list[tuple[str, Callable[[Any], object], Callable[[], Any]]] = [
     ("pod", pod_from_manifest, rich_pod),
     (
@@ -217,6 +225,7 @@ READERS: list[tuple[str, Callable[[Any], object], Callable[[], Any]]] = [
         volume_from_manifest,
         lambda: volume_manifest("v", nodes=["n"], claim=("default", "c"), csi=("d", "h")),
     ),
+    ("in-tree volume", volume_from_manifest, in_tree_volume),
     ("storage class", storage_class_from_manifest, lambda: storage_class_manifest("s", zones=["a"])),
     ("CSI node", csi_node_from_manifest, lambda: csi_node_manifest("n", {"d": 3})),
     (
