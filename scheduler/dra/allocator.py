@@ -43,7 +43,6 @@ from scheduler.dra.pools import (
     SliceIndex,
     allocation_node_selector,
     device_on_node,
-    gather_pools,
 )
 
 # Selector results kept per slice index (``SliceIndex.selections``) before they are
@@ -103,13 +102,13 @@ class _Search:
         pools: list[Pool],
         node: tuple[str, Mapping[str, str]],
         in_use: frozenset[DeviceId] | set[DeviceId],
+        usable: Sequence[Candidate],
+        selections: SelectorResults,
         deadline: float | None = None,
-        selections: SelectorResults | None = None,
-        usable: Sequence[Candidate] | None = None,
     ) -> None:
         self.deadline = deadline
         # Selector results per device object, shared by the nodes of one slice index.
-        self.selections: SelectorResults = {} if selections is None else selections
+        self.selections = selections
         self.claims = claims
         self.classes = classes
         self.pools = pools
@@ -123,16 +122,7 @@ class _Search:
         self.match_cache: dict[tuple[DeviceId, int, int, int], bool] = {}
         self.variables: dict[DeviceId, Mapping[str, Any]] = {}
         # The devices of complete, valid pools, in search order (``NodeView.usable``).
-        self.usable: Sequence[Candidate] = (
-            [
-                candidate
-                for pool in pools
-                if not pool.incomplete and not pool.invalid_reason
-                for candidate in self._candidates(pool)
-            ]
-            if usable is None
-            else usable
-        )
+        self.usable = usable
 
     # -- preparation (Allocate's first loop, validateDeviceRequest) --
 
@@ -399,15 +389,12 @@ def allocate(
     cannot all be; ``AllocationError`` when kube's allocator errs, ``AllocationTimeoutError``
     past ``timeout_s``."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    if isinstance(slices, SliceIndex):
-        view = slices.node_view(node_name, node_labels)
-        pools = list(view.pools)
-        search = _Search(
-            claims, classes, pools, (node_name, node_labels), in_use, deadline, slices.selections, view.usable
-        )
-    else:
-        pools = gather_pools(slices, node_name, node_labels)
-        search = _Search(claims, classes, pools, (node_name, node_labels), in_use, deadline)
+    index = slices if isinstance(slices, SliceIndex) else SliceIndex.of(slices)
+    view = index.node_view(node_name, node_labels)
+    pools = list(view.pools)
+    search = _Search(
+        claims, classes, pools, (node_name, node_labels), in_use, view.usable, index.selections, deadline
+    )
     search.prepare()
     # The search recurses (two frames) per device, and per request and claim, as kube's does;
     # a pod may ask for more than Python's default depth allows.
