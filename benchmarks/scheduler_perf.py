@@ -85,7 +85,14 @@ from scheduler_perf_volume_checks import broken_volume_constraints
 from scheduler_perf_volumes import storage_objects
 from throughput import free_port, make_scheduler, start_cluster
 from throughput_cluster import BindWatcher, RunTimeoutError
-from throughput_schedulers import REPO, KubeScheduler, RunContext, SchedulerExitedError, SchedulerUnderTest
+from throughput_schedulers import (
+    REPO,
+    KubeScheduler,
+    RunContext,
+    SchedulerExitedError,
+    SchedulerUnderTest,
+    parse_series,
+)
 
 sys.path.insert(0, str(REPO / "hack"))
 from devcluster import cluster, kube
@@ -109,6 +116,8 @@ class RunResult:
     bound: int = 0
     pods_per_s: float = math.nan
     span_s: float = math.nan
+    first_bind_s: float = math.nan  # from the scheduler's start to the first bind
+    attempts: dict[str, int] = field(default_factory=dict)  # result -> scheduling attempts, from /metrics
     pending: dict[str, int] = field(default_factory=dict)  # reason -> measured pods
     others_pending: dict[str, int] = field(default_factory=dict)  # the same for background, churned pods
     broken: list[str] = field(default_factory=list)
@@ -237,6 +246,7 @@ def measure(shared: CaseCluster, args: argparse.Namespace, result: RunResult) ->
         watcher.start()
         run_dir = shared.workdir / f"{scheduler.scheduler_name}-{result.round}"
         run_dir.mkdir(exist_ok=True)
+        started = time.time()
         scheduler.start(RunContext(shared.kubeconfig, qps, burst, run_dir, free_port()))
         if the_plan.barrier_stage:
             selector = f"{PERF_LABEL}={run},{ROLE_LABEL}=background"
@@ -246,20 +256,14 @@ def measure(shared: CaseCluster, args: argparse.Namespace, result: RunResult) ->
             create_all(core, pods)
         wait_bound(scheduler, watcher, len(pods), args.run_timeout)
         activity.stop()
-        times = sorted(watcher.bound_at.values())
-        result.bound = len(times)
-        if len(times) >= 2:
-            result.span_s = times[-1] - times[0]
-            result.pods_per_s = (len(times) - 1) / result.span_s if result.span_s > 0 else math.inf
-        if result.bound:
-            scheduler.latency(result.bound)  # reads which policy scored, from /metrics
-        result.ran = scheduler.what_ran()
+        record_binds(result, sorted(watcher.bound_at.values()), started, scheduler)
         scheduler.stop()
         check(shared, run, result)
         result.error = "; ".join(activity.errors)
         print(
             f"{result.pods_per_s:.1f} pods/s, {result.bound}/{result.measured} bound, "
-            f"{len(result.broken)} constraints broken ({result.ran})",
+            f"{len(result.broken)} constraints broken ({result.ran}); first bind after "
+            f"{result.first_bind_s:.1f} s, attempts {attempts_text(result.attempts)}",
             flush=True,
         )
     except (SchedulerExitedError, RunTimeoutError, ApiException, RuntimeError, OSError, ValueError) as error:
@@ -271,6 +275,44 @@ def measure(shared: CaseCluster, args: argparse.Namespace, result: RunResult) ->
         watcher.stop()
         activity.cleanup()
         delete_run_pods(core, shared.namespaces, f"{PERF_LABEL}={run}")
+
+
+def record_binds(
+    result: RunResult, times: list[float], started: float, scheduler: SchedulerUnderTest
+) -> None:
+    """The rate between the first and the last bind (``times``, sorted), the wait for the
+    first, and what the scheduler's /metrics say of the run."""
+    result.bound = len(times)
+    if len(times) >= 2:
+        result.span_s = times[-1] - times[0]
+        result.pods_per_s = (len(times) - 1) / result.span_s if result.span_s > 0 else math.inf
+    if times:
+        result.first_bind_s = times[0] - started
+    if result.bound:
+        scheduler.latency(result.bound)  # reads which policy scored, from /metrics
+    result.attempts = attempts(scheduler)
+    result.ran = scheduler.what_ran()
+
+
+def attempts(scheduler: SchedulerUnderTest) -> dict[str, int]:
+    """Scheduling attempts by result (``scheduler_schedule_attempts_total``, kube's name in
+    both schedulers), and ``preemption`` (``scheduler_preemption_attempts_total``); empty when
+    /metrics does not answer. Says how often pods were tried, beside how fast they bound."""
+    try:
+        text = scheduler.scrape()
+    except OSError:
+        return {}
+    counts: dict[str, int] = {}
+    for labels, value in parse_series(text, "scheduler_schedule_attempts_total"):
+        if labels.get("profile") == scheduler.scheduler_name:
+            counts[labels["result"]] = counts.get(labels["result"], 0) + int(value)
+    for _, value in parse_series(text, "scheduler_preemption_attempts_total"):
+        counts["preemption"] = counts.get("preemption", 0) + int(value)
+    return counts
+
+
+def attempts_text(counts: dict[str, int]) -> str:
+    return ", ".join(f"{result} {n}" for result, n in sorted(counts.items())) or "not read"
 
 
 def check(shared: CaseCluster, run: str, result: RunResult) -> None:
