@@ -86,10 +86,39 @@ def test_a_preemption_is_decided_in_the_cycle_and_carried_out_in_the_background(
         assert node == {"db": "n1", "low": "n2"}[victim]
         assert api.deleted == []
         assert "default/high" in runtime.preemptor.in_flight
+        assert runtime.queue._pods["default/high"].where is QueueName.GATED  # not tried meanwhile
         await settle(runtime)
         assert api.deleted == [victim]
         assert api.nominations == [("default/high", node)]
         assert "default/high" not in runtime.preemptor.in_flight
+        assert runtime.queue._pods["default/high"].where is queued
+
+    asyncio.run(body())
+
+
+@pytest.mark.parametrize(
+    ("deletion_seen", "queued"),
+    [(False, QueueName.UNSCHEDULABLE), (True, QueueName.BACKOFF)],
+    ids=["the victim still placed: the pod waits", "its deletion seen meanwhile: tried again"],
+)
+def test_after_its_evictions_a_preemptor_waits_only_for_victims_still_placed(
+    deletion_seen: bool, queued: QueueName
+) -> None:
+    async def body() -> None:
+        api = EvictingApi()
+        runtime = runtime_with(api, node_manifest("n1", cpu="4"))
+        runtime.on_pod_event("ADDED", placed("low", "n1", "3"))
+        incoming = pod_manifest("high", cpu="2")
+        incoming["spec"]["priority"] = 10
+        runtime.on_pod_event("ADDED", incoming)
+        entry = runtime.queue.pop()
+        assert entry is not None
+        runtime.schedule_one(entry)
+        if deletion_seen:  # the watch was faster than the answers
+            runtime.on_pod_event("DELETED", placed("low", "n1", "3"))
+        assert runtime.queue._pods["default/high"].where is QueueName.GATED
+        await settle(runtime)
+        assert api.deleted == ["low"]
         assert runtime.queue._pods["default/high"].where is queued
 
     asyncio.run(body())

@@ -306,3 +306,85 @@ def test_move_to_active_or_backoff_moves_only_the_named_unschedulable_pods() -> 
     clock.now += 1  # the first backoff
     assert keys(q) == ["a", "c"]
     assert q.sizes()[QueueName.UNSCHEDULABLE] == 1
+
+
+def happen(what: str, q: SchedulingQueue, clock: Clock) -> None:
+    """Something that may reach a pod while its preemption is carried out."""
+    if what == "a cluster change":
+        q.move_all_to_active_or_backoff()
+    elif what == "a named move":
+        q.move_to_active_or_backoff(["default/p"])
+    elif what == "an update of the pod":
+        q.add(make_pod("p", labels={"new": "label"}))
+    elif what == "five minutes":
+        clock.now += 400
+
+
+# None of these lets the pod be tried before ``release`` (kube's DefaultPreemption
+# PreEnqueue).
+@pytest.mark.parametrize(
+    "meanwhile", ["nothing", "a cluster change", "a named move", "an update of the pod", "five minutes"]
+)
+def test_a_preempting_pod_waits_aside_until_released(meanwhile: str) -> None:
+    q, clock = queue()
+    q.add(make_pod("p"))
+    entry = q.pop()
+    assert entry is not None
+    q.failed(entry.pod.key, frozenset({"NodeResourcesFit"}), unschedulable=True)
+    assert q.hold("default/p")
+    happen(meanwhile, q, clock)
+    clock.now += 20  # past any backoff
+    assert q.pop() is None
+    assert q.next_ready_in() is None
+    assert q.sizes()[QueueName.GATED] == 1
+    assert q.release("default/p", retry=True) is QueueName.ACTIVE
+    assert keys(q) == ["p"]
+
+
+@pytest.mark.parametrize(
+    ("after_failure_s", "where", "ready_in"),
+    [(0.2, QueueName.BACKOFF, 0.0), (1.5, QueueName.ACTIVE, 0.0)],  # a backoff pod is tried early
+    ids=["within its backoff", "after its backoff"],
+)
+def test_a_released_pod_comes_back_through_backoff(
+    after_failure_s: float, where: QueueName, ready_in: float
+) -> None:
+    q, clock = queue()
+    q.add(make_pod("p"))
+    entry = q.pop()
+    assert entry is not None
+    q.failed(entry.pod.key, frozenset({"NodeResourcesFit"}), unschedulable=True)
+    q.hold("default/p")
+    clock.now += after_failure_s
+    assert q.release("default/p", retry=True) is where
+    assert q.next_ready_in() == ready_in
+    assert q.release("default/p", retry=True) is None  # released once
+
+
+def test_hold_and_release_of_pods_the_queue_does_not_wait_on() -> None:
+    q, _ = queue()
+    assert not q.hold("default/absent")
+    q.add(make_pod("p"))
+    assert q.release("default/p", retry=True) is None  # never held: stays where it is
+    flying = q.pop()
+    assert flying is not None
+    assert not q.hold("default/p")  # handed out: nothing to hold
+    q.failed(flying.pod.key, frozenset({"X"}), unschedulable=True)
+    assert q.hold("default/p")
+    assert q.forget("default/p")  # deleted while held
+    assert q.release("default/p", retry=True) is None
+    assert q.sizes() == dict.fromkeys(QueueName, 0)
+
+
+def test_a_released_pod_whose_room_is_not_free_yet_waits_for_a_change() -> None:
+    q, clock = queue()
+    q.add(make_pod("p"))
+    entry = q.pop()
+    assert entry is not None
+    q.failed(entry.pod.key, frozenset({"NodeResourcesFit"}), unschedulable=True)
+    q.hold("default/p")
+    clock.now += 20
+    assert q.release("default/p", retry=False) is QueueName.UNSCHEDULABLE
+    assert q.pop() is None
+    assert q.move_all_to_active_or_backoff() == 1  # its victim's deletion
+    assert keys(q) == ["p"]

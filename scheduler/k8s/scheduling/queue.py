@@ -15,8 +15,12 @@ Pods that kube's PreEnqueue plugins hold back wait aside ("gated"), never tried 
 never reported, until an update of the pod lets them in: pods with scheduling gates
 (SchedulingGates) and pods whose ResourceClaimTemplate's claim is not created yet
 (DynamicResources: the resourceclaim controller names it in the pod's
-``status.resourceClaimStatuses``). Pure logic with an injected clock: the operator
-drives it from watch events and its loop.
+``status.resourceClaimStatuses``). A pod whose preemption is being carried out waits
+aside too, until its victims' deletions are answered (``hold`` and ``release``: kube's
+DefaultPreemption PreEnqueue under async preemption, ``IsPodRunningPreemption``); no
+cluster change moves it meanwhile, so it is not tried again while its victims are still
+there. Pure logic with an injected clock: the operator drives it from watch events and
+its loop.
 """
 
 from __future__ import annotations
@@ -70,6 +74,8 @@ class QueuedPod:
     # Its last attempt ended in an error (kube's podErrorBackoffQ): it waits out its
     # backoff even when nothing else is ready.
     errored: bool = False
+    # Gated while its preemption is carried out (``SchedulingQueue.hold``).
+    preempting: bool = False
 
     def backoff_s(self) -> float:
         if self.attempts <= 0:
@@ -104,7 +110,7 @@ class SchedulingQueue:
             known.pod = pod
             if pod.key in self._in_flight:
                 known.changed_in_flight = known.changed_in_flight or changed
-            elif known.where is QueueName.GATED and not held_before_queue(pod):
+            elif known.where is QueueName.GATED and not known.preempting and not held_before_queue(pod):
                 self._activate(known)
             elif known.where is QueueName.UNSCHEDULABLE and changed:
                 self._to_backoff(known)
@@ -193,6 +199,35 @@ class SchedulingQueue:
         else:
             self._to_backoff(entry)
         self._pods[key] = entry
+        return entry.where
+
+    # ---- preemption ------------------------------------------------------------
+
+    def hold(self, key: str) -> bool:
+        """The pod's preemption is being carried out: it waits aside, tried by nothing
+        and moved by no cluster change, until ``release``. False when it is not queued
+        (bound, deleted, or handed out again)."""
+        entry = self._pods.get(key)
+        if entry is None:
+            return False
+        entry.where = QueueName.GATED
+        entry.preempting = True
+        return True
+
+    def release(self, key: str, *, retry: bool) -> QueueName | None:
+        """Its victims' deletions are answered. ``retry``: the room is free already (the
+        victims' deletions were seen while it waited aside) or the preemption failed:
+        back to backoff, or active once its backoff is over. Otherwise it waits as
+        unschedulable for the cluster change that frees the room (a victim's deletion).
+        None when it was not held."""
+        entry = self._pods.get(key)
+        if entry is None or not entry.preempting:
+            return None
+        entry.preempting = False
+        if retry:
+            self._to_backoff(entry)
+        else:
+            entry.where = QueueName.UNSCHEDULABLE
         return entry.where
 
     # ---- cluster events -------------------------------------------------------

@@ -497,14 +497,18 @@ class SchedulerRuntime:
             self.spawn(self.reporter.failed(pod, message, nominated_node=clear, predicted_start=predicted))
             return
         self.metrics.preemption_victims.observe(len(outcome.victims))
-        # One preemption at a time per pod, until its victims' deletions are answered.
+        # One preemption at a time per pod, until its victims' deletions are answered;
+        # the pod is not tried meanwhile (kube's DefaultPreemption PreEnqueue).
         self.preemptor.in_flight.add(pod.key)
+        self.queue.hold(pod.key)
         self.spawn(self._preempt(pod, outcome, decision.message))
 
     async def _preempt(self, pod: Pod, outcome: PreemptionOutcome, message: str) -> None:
         """kube's ``prepareCandidateAsync``: the victims evicted and the pod's nomination
-        written while the loop goes on. A victim not deleted (logged) sends the pod back
-        to be tried again, as kube activates it; otherwise the victims' deletions do."""
+        written while the loop goes on. Then the pod waits for its victims' deletions,
+        or is tried again at once when they were seen meanwhile or when a victim was not
+        deleted (logged; kube activates the pod then)."""
+        evicted = False
         try:
             evicted, _ = await asyncio.gather(
                 self.preemptor.carry_out(pod, outcome),
@@ -512,13 +516,22 @@ class SchedulerRuntime:
             )
         finally:
             self.preemptor.in_flight.discard(pod.key)
+            gone = evicted and not any(self._still_placed(victim) for victim in outcome.victims)
+            where = self.queue.release(pod.key, retry=gone or not evicted)
+            if where is not None and where is not QueueName.UNSCHEDULABLE:
+                event = "AssignedPodDelete" if evicted else "PreemptionFailed"
+                self.metrics.incoming_pods.labels(where.value, event).inc()
+                self._wake.set()
         if not evicted:
             log.warning(
                 "preemption for %s on %s not carried out: the pod is tried again", pod.key, outcome.node
             )
-            if self.queue.move_to_active_or_backoff((pod.key,)):
-                self.metrics.incoming_pods.labels(QueueName.BACKOFF.value, "PreemptionFailed").inc()
-                self._wake.set()
+
+    def _still_placed(self, pod: Pod) -> bool:
+        """This very pod (not one recreated under its name) is still on its node in the
+        cache: its deletion has not been seen."""
+        placement = self.cache.state.placements.get(pod.key)
+        return placement is not None and placement.pod.uid == pod.uid
 
     def _attempt_error(self, entry: QueuedPod, message: str) -> None:
         self.cache.forget(entry.pod.key)
