@@ -17,10 +17,14 @@ round and scheduler (interleaved), it creates the background pods (``skipWaitToC
 and the measured pods while nothing schedules them (the measured ones after a ``barrier``
 once the scheduler has passed it), starts the scheduler under test with the case's
 ``deletePods`` and ``churn`` (``scheduler_perf_background``) and reports pods/s between
-the first and the last bind its watch saw ((bound - 1) / span), the pods bound, why the
-others are pending (their PodScheduled condition), and every hard constraint broken over
-all the case's pods (``scheduler_perf_checks``, ``_fit``, ``_volume_checks``,
-``_claim_checks``). The run's
+the first and the last bind its watch saw ((bound - 1) / span, as kube's harness samples
+its throughput from the first scheduled pod on), the pods bound, why the others are
+pending (their PodScheduled condition), and every hard constraint broken over all the
+case's pods (``scheduler_perf_checks``, ``_fit``, ``_volume_checks``, ``_claim_checks``).
+Each round's line also says when the first and the last bind came after the scheduler's
+start, and the scheduler's attempts by result, from its /metrics: where binds wait on
+something else (a preemptor on its victims' deletions), the rate after the first bind
+says how the binds bunch, and the last bind says when the work was done. The run's
 pods are then deleted; the init pods stay for the next run unless the run may have
 removed some (preemption, deletions, churn). Tables (``scheduler_perf_report``): medians
 over rounds, lowest and highest pods/s, and x kube = median / kube-scheduler's median;
@@ -117,6 +121,7 @@ class RunResult:
     pods_per_s: float = math.nan
     span_s: float = math.nan
     first_bind_s: float = math.nan  # from the scheduler's start to the first bind
+    last_bind_s: float = math.nan  # and to the last: when every measured pod it bound was bound
     attempts: dict[str, int] = field(default_factory=dict)  # result -> scheduling attempts, from /metrics
     pending: dict[str, int] = field(default_factory=dict)  # reason -> measured pods
     others_pending: dict[str, int] = field(default_factory=dict)  # the same for background, churned pods
@@ -262,8 +267,9 @@ def measure(shared: CaseCluster, args: argparse.Namespace, result: RunResult) ->
         result.error = "; ".join(activity.errors)
         print(
             f"{result.pods_per_s:.1f} pods/s, {result.bound}/{result.measured} bound, "
-            f"{len(result.broken)} constraints broken ({result.ran}); first bind after "
-            f"{result.first_bind_s:.1f} s, attempts {attempts_text(result.attempts)}",
+            f"{len(result.broken)} constraints broken ({result.ran}); binds from "
+            f"{result.first_bind_s:.1f} to {result.last_bind_s:.1f} s after its start, "
+            f"attempts {attempts_text(result.attempts)}",
             flush=True,
         )
     except (SchedulerExitedError, RunTimeoutError, ApiException, RuntimeError, OSError, ValueError) as error:
@@ -288,6 +294,7 @@ def record_binds(
         result.pods_per_s = (len(times) - 1) / result.span_s if result.span_s > 0 else math.inf
     if times:
         result.first_bind_s = times[0] - started
+        result.last_bind_s = times[-1] - started
     if result.bound:
         scheduler.latency(result.bound)  # reads which policy scored, from /metrics
     result.attempts = attempts(scheduler)
