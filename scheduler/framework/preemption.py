@@ -223,7 +223,7 @@ def filter_with_nominated_pods(
     counted_rows: list[tuple[int, list[Pod]]] = []
     for node, peers in peers_by_node.items():
         row = state.node_index[node]
-        if counted is not None and not (anti and any(p.pod_anti_affinity.required for p in peers)):
+        if counted is not None and counted.checks.counts(anti, peers):
             counted_rows.append((row, peers))
             continue
         with add_nominated_pods(state, pod, node, peers):

@@ -10,9 +10,13 @@ passes whenever that one does): the other filters run once, on the state as it i
 nothing is taken off or placed on the state. That holds (``ResourceReprieve.applies``)
 when:
 
-- every filter left after the node-only ones is NodeResourcesFit, InterPodAffinity, or one
+- every filter left after the node-only ones is NodeResourcesFit, InterPodAffinity, one
   that skipped the pod on grounds that never read placed pods (no host ports, no GPUs,
-  no volumes the catalogs constrain, no DoNotSchedule spread, no resource claims);
+  no volumes the catalogs constrain, no DoNotSchedule spread, no resource claims), one
+  that never reads placed pods (VolumeBinding, VolumeZone: the pod's claims, the
+  catalogs and the node), or one that reads only placed pods' volumes (NodeVolumeLimits,
+  VolumeRestrictions) while none of the pods taken off, added back or nominated has a
+  volume or an inline disk (PreemptionPVs: preemptors with a volume evict pods without);
 - InterPodAffinity can only say what it said already: the pod has no required affinity
   or anti-affinity term and none of the pods added back or nominated has required
   anti-affinity, so the existing pods' anti-affinity it checks is what it was when the
@@ -60,13 +64,19 @@ from scheduler.state.cluster_state import ClusterState, IntArray
 SKIP_READS_NO_PODS: tuple[type, ...] = (
     NodePorts,
     GpuShare,
-    VolumeRestrictions,
-    NodeVolumeLimits,
-    VolumeBinding,
-    VolumeZone,
     PodTopologySpread,
     DynamicResources,
 )
+# Filters that read nothing of placed pods: their verdict is the same with any of them.
+READS_NO_PODS: tuple[type, ...] = (VolumeBinding, VolumeZone)
+# Filters that read placed pods' volumes and inline disks only (claims in use, volumes
+# attached, disk conflicts): their verdict is the same with pods that have neither.
+READS_POD_VOLUMES: tuple[type, ...] = (VolumeRestrictions, NodeVolumeLimits)
+
+
+def has_volumes(pod: Pod) -> bool:
+    """Whether ``pod`` has what ``READS_POD_VOLUMES`` filters read."""
+    return bool(pod.volumes or pod.inline_disks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +88,8 @@ class FitChecks:
     ``columns``, amount) in the pod's order (position None: a resource the state has no
     column for, which fails as the plugin does). ``counted`` says whether, for this pod,
     nothing but NodeResourcesFit among the filters reads the pods taken off, added back
-    or nominated (``counted_fits``).
+    or nominated (``counted_fits``); ``volume_free_peers``, that this holds only while
+    those pods have no volumes (a ``READS_POD_VOLUMES`` filter did not skip the pod).
 
     Python ints on two or three columns rather than numpy rows: PreemptionBasic's dry
     runs at 500 nodes read a few pods' requests on 150 nodes per preemptor, where each
@@ -89,6 +100,7 @@ class FitChecks:
     columns: tuple[int, ...]  # the pods column first
     names: tuple[str, ...]  # resource of each column
     counted: bool
+    volume_free_peers: bool = False
 
     @staticmethod
     def of(
@@ -98,8 +110,9 @@ class FitChecks:
         namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
     ) -> FitChecks:
         """``filters``: the node-only ones left out (``pod_dependent_filters``)."""
-        fits = counted_fits(state, filters, pod, namespace_labels)
-        plugins = tuple(fits or ())
+        counted = counted_fits(state, filters, pod, namespace_labels)
+        fits, volume_free_peers = counted if counted is not None else ([], False)
+        plugins = tuple(fits)
         names = [PODS]
         checks: list[tuple[tuple[str, int | None, int], ...]] = []
         for fit in plugins:
@@ -115,7 +128,20 @@ class FitChecks:
                 checked.append((name, position, amount))
             checks.append(tuple(checked))
         columns = tuple(state.resource_index[name] for name in names)
-        return FitChecks(plugins, tuple(checks), columns, tuple(names), fits is not None)
+        return FitChecks(
+            plugins, tuple(checks), columns, tuple(names), counted is not None, volume_free_peers
+        )
+
+    def counts(self, peers_anti: bool, others: Sequence[Pod]) -> bool:
+        """Whether the count holds with ``others`` taken off, added back or nominated:
+        ``counted``, none of them with a required anti-affinity term where
+        InterPodAffinity reads them (``peers_anti``: ``reads_peer_anti_affinity``), and
+        none with a volume where ``volume_free_peers``."""
+        if not self.counted:
+            return False
+        if peers_anti and any(p.pod_anti_affinity.required for p in others):
+            return False
+        return not (self.volume_free_peers and any(has_volumes(p) for p in others))
 
     def unaffected(self, filters: Sequence[FilterPlugin]) -> list[FilterPlugin]:
         """``filters`` but NodeResourcesFit: the ones whose verdict the pods taken off,
@@ -254,7 +280,7 @@ class ResourceReprieve:
         once for all the nodes of a dry run (made here when not given)."""
         if checks is None:
             checks = FitChecks.of(state, filters, pod, namespace_labels)
-        if not checks.counted or not peers_counted(filters, (*added_back, *nominated)):
+        if not checks.counts(reads_peer_anti_affinity(filters), (*added_back, *nominated)):
             return None
         return ResourceReprieve(state, checks, row, added_back, nominated)
 
@@ -264,34 +290,32 @@ def counted_fits(
     filters: Sequence[FilterPlugin],
     pod: Pod,
     namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
-) -> list[NodeResourcesFit] | None:
+) -> tuple[list[NodeResourcesFit], bool] | None:
     """The NodeResourcesFit instances of ``filters`` (the node-only ones left out) when
     for ``pod`` nothing else among them can read the pods taken off, added back or
-    nominated (the pod's part of ``ResourceReprieve.applies``); None otherwise."""
+    nominated, or only their volumes (then True beside them: those pods must have none;
+    the pod's part of ``ResourceReprieve.applies``); None otherwise."""
     ctx = CycleContext(state, pod, namespace_labels or {})
     fits: list[NodeResourcesFit] = []
+    volume_free_peers = False
     for plugin in filters:
+        kind = type(plugin)
         if type(plugin) is NodeResourcesFit:
             fits.append(plugin)
-        elif type(plugin) is InterPodAffinity:
+        elif kind is InterPodAffinity:
             if pod.pod_affinity.required or pod.pod_anti_affinity.required:
                 return None
-        elif type(plugin) in SKIP_READS_NO_PODS:
+        elif kind in READS_POD_VOLUMES:
+            volume_free_peers = volume_free_peers or plugin.pre_filter(ctx).code != Code.SKIP
+        elif kind in SKIP_READS_NO_PODS:
             if plugin.pre_filter(ctx).code != Code.SKIP:
                 return None
-        else:
+        elif kind not in READS_NO_PODS:
             return None
-    return fits
-
-
-def peers_counted(filters: Sequence[FilterPlugin], others: Sequence[Pod]) -> bool:
-    """Whether InterPodAffinity (if among ``filters``) says the same with ``others`` on
-    the node or off it: none of them has a required anti-affinity term (the pod's own
-    terms are ``counted_fits``'s part)."""
-    return not reads_peer_anti_affinity(filters) or not any(p.pod_anti_affinity.required for p in others)
+    return fits, volume_free_peers
 
 
 def reads_peer_anti_affinity(filters: Sequence[FilterPlugin]) -> bool:
     """Whether ``filters`` read the required anti-affinity of pods placed or nominated
-    (InterPodAffinity is among them): ``peers_counted``'s question, asked once."""
+    (InterPodAffinity is among them): ``FitChecks.counts``' question, asked once."""
     return any(type(plugin) is InterPodAffinity for plugin in filters)

@@ -25,13 +25,21 @@ from scheduler.framework.preemption_victims import (
 from scheduler.framework.profile import filter_around_nominations
 from scheduler.framework.status import Status
 from scheduler.objects.pod import Pod
+from scheduler.objects.pod_manifest import pod_from_manifest
 from scheduler.objects.selectors import LabelSelector
+from scheduler.objects.volume_manifest import (
+    claim_from_manifest,
+    csi_node_from_manifest,
+    volume_from_manifest,
+)
+from scheduler.plugins.filters.node_volume_limits import NodeVolumeLimits
 from scheduler.plugins.profiles import default_filters
 from scheduler.state.cluster_state import ClusterState
 from scheduler.state.gpu_fit import gpus_fitting
-from tests.builders import make_node, make_pod
+from tests.builders import make_node, make_pod, pod_manifest
 from tests.unit import preemption_reference as reference
 from tests.unit.test_preemption import snapshot
+from tests.volume_builders import claim_manifest, csi_node_manifest, volume_manifest
 
 FILTERS = default_filters()
 NOW = 1_717_200_000.0
@@ -39,6 +47,7 @@ APPS = ("a", "b", "db")
 ZONES = ("z1", "z2")
 # Some preemptors do not fit even with every lower-priority pod gone, some not on any node.
 PREEMPTOR_CPUS = ("500m", "1", "2", "3", "6")
+CSI_DRIVER = "ebs.csi.aws.com"
 
 
 def random_affinity(rng: random.Random) -> dict[str, Any] | None:
@@ -58,12 +67,14 @@ def random_pod(
     name: str,
     priority: int,
     cpus: tuple[str, ...] = ("500m", "1", "1500m", "2"),
+    claims: tuple[str, ...] = (),
     **kwargs: Any,
 ) -> Pod:
+    """A random pod; with ``claims``, it mounts those PersistentVolumeClaims."""
     gpu: dict[str, Any] = {}
     if rng.random() < 0.25:
         gpu = {"gpus": 1, "gpu_milli": rng.choice((None, 300, 600))}
-    return make_pod(
+    manifest = pod_manifest(
         name,
         priority=priority,
         cpu=rng.choice(cpus),
@@ -74,9 +85,38 @@ def random_pod(
         **gpu,
         **kwargs,
     )
+    if claims:
+        manifest["spec"]["volumes"] = [{"name": c, "persistentVolumeClaim": {"claimName": c}} for c in claims]
+    return pod_from_manifest(manifest)
 
 
-def random_cluster(rng: random.Random) -> ClusterState:
+def attached_claim(rng: random.Random, state: ClusterState, owner: str, share: float) -> tuple[str, ...]:
+    """With probability ``share``, a claim for ``owner`` bound to a CSI volume of its own
+    (which NodeVolumeLimits counts against the node's CSINode limit), added to the
+    catalog; its name, or nothing."""
+    if rng.random() >= share:
+        return ()
+    claim, volume = f"claim-{owner}", f"pv-{owner}"
+    state.volumes.put_claim(claim_from_manifest(claim_manifest(claim, volume=volume, bound=True)))
+    state.volumes.put_volume(
+        volume_from_manifest(volume_manifest(volume, csi=(CSI_DRIVER, f"vol-{owner}"), phase="Bound"))
+    )
+    return (claim,)
+
+
+def copy_claims(pods: list[Pod], source: ClusterState, target: ClusterState) -> None:
+    """The claims of ``pods`` and their volumes, from ``source``'s catalog to ``target``'s."""
+    for pod in pods:
+        for volume in pod.volumes:
+            claim = source.volumes.claim(pod.namespace, volume.claim)
+            if claim is not None:
+                target.volumes.put_claim(claim)
+                bound = source.volumes.volume(claim.volume_name)
+                if bound is not None:
+                    target.volumes.put_volume(bound)
+
+
+def random_cluster(rng: random.Random, volumes: bool = False) -> ClusterState:
     nodes = []
     for i in range(rng.randint(2, 7)):
         taints = [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}] if rng.random() < 0.15 else []
@@ -94,8 +134,16 @@ def random_cluster(rng: random.Random) -> ClusterState:
             )
         )
     state = ClusterState(nodes)
+    if volumes:  # some nodes limit the driver's volumes, most pods have none
+        for node in state.node_names:
+            limit = rng.choice((None, 1, 2, 3))
+            if limit is not None:
+                state.volumes.put_csi_node(
+                    csi_node_from_manifest(csi_node_manifest(node, {CSI_DRIVER: limit}))
+                )
     for k in range(rng.randint(3, 16)):
-        pod = random_pod(rng, f"p{k}", rng.randint(0, 6), tolerations=[{"operator": "Exists"}])
+        claims = attached_claim(rng, state, f"p{k}", 0.3) if volumes else ()
+        pod = random_pod(rng, f"p{k}", rng.randint(0, 6), claims=claims, tolerations=[{"operator": "Exists"}])
         row = rng.randrange(len(state))
         if not node_status(state, FILTERS, pod, row).ok:
             continue
@@ -115,9 +163,15 @@ def random_budgets(rng: random.Random) -> list[PodDisruptionBudget]:
     ]
 
 
-def random_nominated(rng: random.Random, state: ClusterState) -> list[Pod]:
+def random_nominated(rng: random.Random, state: ClusterState, volumes: bool = False) -> list[Pod]:
     return [
-        random_pod(rng, f"nominated{k}", rng.randint(0, 9), nominated_node_name=rng.choice(state.node_names))
+        random_pod(
+            rng,
+            f"nominated{k}",
+            rng.randint(0, 9),
+            claims=attached_claim(rng, state, f"nominated{k}", 0.7) if volumes else (),
+            nominated_node_name=rng.choice(state.node_names),
+        )
         for k in range(rng.choice((0, 0, 1, 2, 4)))
     ]
 
@@ -149,14 +203,23 @@ def groups(state: ClusterState) -> tuple[Any, ...]:
 
 @pytest.mark.parametrize("seed", range(400))
 def test_the_dry_run_decides_as_the_reference_does(seed: int) -> None:
-    # Two equal clusters: the reference runs on one, the dry run as it is on the other.
+    check_dry_run(seed, volumes=False)
+
+
+def check_dry_run(seed: int, volumes: bool) -> None:
+    """Two equal clusters: the reference runs on one, the dry run as it is on the other.
+    ``volumes``: CSI volume limits on some nodes, claims on some pods and the preemptor."""
     rng = random.Random(seed)
-    state = random_cluster(rng)
-    theirs_state = random_cluster(random.Random(seed))
+    state = random_cluster(rng, volumes)
+    theirs_state = random_cluster(random.Random(seed), volumes)
     pdbs = random_budgets(rng)
-    nominated = random_nominated(rng, state)
+    nominated = random_nominated(rng, state, volumes)
     tolerations = [{"operator": "Exists"}] if rng.random() < 0.5 else []
-    pod = random_pod(rng, "preemptor", rng.randint(3, 9), PREEMPTOR_CPUS, tolerations=tolerations)
+    claims = attached_claim(rng, state, "preemptor", 1.0) if volumes else ()
+    pod = random_pod(
+        rng, "preemptor", rng.randint(3, 9), PREEMPTOR_CPUS, claims=claims, tolerations=tolerations
+    )
+    copy_claims([*nominated, pod], state, theirs_state)  # the reference's catalog has them too
     expected_victims = [
         reference.select_victims_on_node(theirs_state, FILTERS, pod, name, pdbs, nominated=nominated, now=NOW)
         for name in theirs_state.node_names
@@ -187,6 +250,41 @@ def test_the_dry_run_decides_as_the_reference_does(seed: int) -> None:
     assert groups(state) == groups(theirs_state)
 
 
+@pytest.mark.parametrize("seed", range(300))
+def test_the_dry_run_decides_as_the_reference_does_with_volume_limits(seed: int) -> None:
+    """PreemptionPVs' shape: a preemptor with a CSI volume, on nodes whose CSINode limits
+    the driver, among pods with and without volumes."""
+    check_dry_run(seed, volumes=True)
+
+
+def test_volume_limits_take_both_ways_of_reprieving(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With volumes, reprieves are counted where no pod moved has a volume and run
+    through the filters where one has; NodeVolumeLimits rejects some nodes."""
+    paths: list[bool] = []
+    applies = ResourceReprieve.applies
+
+    def spy_applies(*args: Any, **kwargs: Any) -> ResourceReprieve | None:
+        result = applies(*args, **kwargs)
+        paths.append(result is not None)
+        return result
+
+    monkeypatch.setattr(ResourceReprieve, "applies", staticmethod(spy_applies))
+    limited = 0
+    for seed in range(300):
+        check_dry_run(seed, volumes=True)
+        rng = random.Random(seed)
+        state = random_cluster(rng, volumes=True)
+        claims = attached_claim(rng, state, "probe", 1.0)
+        probe = random_pod(rng, "probe", 0, claims=claims, tolerations=[{"operator": "Exists"}])
+        ctx = CycleContext(state, probe, {})
+        limits = NodeVolumeLimits()
+        if limits.applies(ctx):
+            limited += bool(np.any(limits.filter(ctx, np.arange(len(state)))[0].nodes))
+    assert paths.count(True) >= 25, paths.count(True)
+    assert paths.count(False) >= 25, paths.count(False)
+    assert limited >= 10, limited
+
+
 def test_both_ways_of_reprieving_are_exercised(monkeypatch: pytest.MonkeyPatch) -> None:
     """The random clusters reach reprieves counted in requests (with the pod fitting once
     the pods are off and not) and reprieves that must run the filters (affinity, GPUs,
@@ -208,7 +306,7 @@ def test_both_ways_of_reprieving_are_exercised(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(ResourceReprieve, "applies", staticmethod(spy_applies))
     monkeypatch.setattr(ResourceReprieve, "status", spy_status)
     for seed in range(100):
-        test_the_dry_run_decides_as_the_reference_does(seed)
+        check_dry_run(seed, volumes=False)
     assert paths.count(True) >= 25, paths.count(True)
     assert paths.count(False) >= 25, paths.count(False)
     assert counted.count(True) >= 10, counted.count(True)
@@ -265,7 +363,7 @@ def test_nominated_pods_are_counted_and_placed(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(CountedPeers, "failures", spy_failures)
     monkeypatch.setattr("scheduler.framework.preemption.add_nominated_pods", spy_add)
     for seed in range(400):
-        test_the_dry_run_decides_as_the_reference_does(seed)
+        check_dry_run(seed, volumes=False)
     assert counted.count(True) >= 20, counted.count(True)
     assert counted.count(False) >= 8, counted.count(False)
     assert len(placed) >= 10, len(placed)
@@ -330,3 +428,43 @@ def test_nominated_pods_counted_over_many_resources(resources: int) -> None:
     theirs = reference.filter_with_nominated_pods(states[1], FILTERS, pod, peers)
     assert node_statuses(ours) == node_statuses(theirs)
     assert len(set(node_statuses(ours)[2])) > 1  # nodes fail for different reasons
+
+
+def volume_pod(
+    name: str, priority: int, cpu: str, state: ClusterState, with_volume: bool, **kwargs: Any
+) -> Pod:
+    manifest = pod_manifest(name, priority=priority, cpu=cpu, **kwargs)
+    if with_volume:
+        claims = attached_claim(random.Random(0), state, name, 1.0)
+        manifest["spec"]["volumes"] = [{"name": c, "persistentVolumeClaim": {"claimName": c}} for c in claims]
+    return pod_from_manifest(manifest)
+
+
+@pytest.mark.parametrize(
+    ("peer_volume", "expected"),
+    [
+        # n0 allows one volume of the driver; the preemptor has one, so does the peer.
+        (True, "node(s) exceed max volume count"),
+        (False, "victim"),
+    ],
+    ids=["a nominated peer's volume counts: no room", "a peer without one: the victim goes"],
+)
+def test_a_nominated_peers_volume_counts_against_the_nodes_limit(peer_volume: bool, expected: str) -> None:
+    """Counted reprieves hold only while the pods moved have no volumes: a pod nominated
+    to the node with a volume takes the node's last CSI slot in kube's pass with
+    nominated pods, so the reprieve must run the filters (as the reference does)."""
+
+    def cluster() -> tuple[ClusterState, Pod, Pod]:
+        state = ClusterState([make_node("n0", cpu="4", memory="8Gi")])
+        state.volumes.put_csi_node(csi_node_from_manifest(csi_node_manifest("n0", {CSI_DRIVER: 1})))
+        state.place(make_pod("victim", priority=0, cpu="2"), "n0", ())
+        peer = volume_pod("peer", 9, "1", state, peer_volume, nominated_node_name="n0")
+        return state, peer, volume_pod("preemptor", 5, "2", state, True)
+
+    state, peer, pod = cluster()
+    theirs_state, _, _ = cluster()
+    ours = select_victims_on_node(state, FILTERS, pod, "n0", [], nominated=[peer], now=NOW)
+    theirs = reference.select_victims_on_node(theirs_state, FILTERS, pod, "n0", [], nominated=[peer], now=NOW)
+    assert ours == theirs
+    said = [p.name for p in ours.pods] if isinstance(ours, Victims) else list(ours.reasons)
+    assert said == [expected]
