@@ -110,6 +110,9 @@ class ClusterState:
         # preferred (kube's ``PodsWithAffinity``): the InterPodAffinity score reads their
         # terms for every incoming pod.
         self.affinity_pod_keys: set[str] = set()
+        # The placed pods being deleted (``deletionTimestamp`` set), grouped alike:
+        # PodTopologySpread does not count them (kube's countPodsMatchSelector, #87621).
+        self.terminating = PodGroups()
         # The placed pods grouped by namespace, labels and affinity terms, per node row.
         self.pod_groups = PodGroups()
         # Claims, volumes, classes and CSI limits (empty in trace replays).
@@ -308,6 +311,8 @@ class ClusterState:
             self.pod_groups.remove(pod.key)
             self.anti_affinity_pod_keys.discard(pod.key)
             self.affinity_pod_keys.discard(pod.key)
+            if pod.key in self.terminating:
+                self.terminating.remove(pod.key)
         last = self._size - 1
         if i != last:
             moved = self.nodes[last]
@@ -316,6 +321,8 @@ class ClusterState:
             self.pods_on_node[i] = self.pods_on_node[last]
             for pod in self.pods_on_node[i].values():
                 self.pod_groups.move(pod, i)
+                if pod.key in self.terminating:
+                    self.terminating.move(pod, i)
             for array in self._node_rows():
                 array[i] = array[last]
             self._touch(i)
@@ -427,6 +434,8 @@ class ClusterState:
             self.anti_affinity_pod_keys.add(pod.key)
         if pod.has_pod_affinity_terms:
             self.affinity_pod_keys.add(pod.key)
+        if pod.terminating:
+            self.terminating.add(pod, i)
 
     def relabel(self, pod_key: str, labels: Mapping[str, str]) -> Pod:
         """New labels for a placed pod (the API server of Kubernetes 1.36 copies the
@@ -445,6 +454,10 @@ class ClusterState:
         i = self.node_index[placement.node]
         self.pods_on_node[i][pod_key] = pod
         self.pod_groups.move(pod, i)
+        if pod_key in self.terminating:
+            self.terminating.remove(pod_key)
+        if pod.terminating:
+            self.terminating.add(pod, i)
         return pod
 
     def remove(self, pod_key: str) -> Placement:
@@ -461,6 +474,8 @@ class ClusterState:
         self.pod_groups.remove(pod_key)
         self.anti_affinity_pod_keys.discard(pod_key)
         self.affinity_pod_keys.discard(pod_key)
+        if pod_key in self.terminating:
+            self.terminating.remove(pod_key)
         return placement
 
     # ---- views -------------------------------------------------------------------

@@ -78,6 +78,9 @@ class PodGroups:
         self.with_required_anti: set[TermsKey] = set()
         self._members: dict[str, _Member] = {}
 
+    def __contains__(self, pod_key: str) -> bool:
+        return pod_key in self._members
+
     def add(self, pod: Pod, node: int) -> None:
         key = labels_key(pod)
         self.by_labels.setdefault(key, PodGroup(pod))._add(node, 1)

@@ -318,6 +318,14 @@ SPREAD_CASES = [
         id="missing labelSelector matches nothing",
     ),
     pytest.param(
+        web("p", topology_spread=[spread()]),
+        [A1, B1],
+        [(web(f"w{k}", deletion_timestamp="2026-01-01T00:00:00Z"), "a1") for k in range(4)],
+        # pods being deleted are not counted (kube #87621): a=0, b=0
+        expect(a1="", b1=""),
+        id="pods being deleted are not counted",
+    ),
+    pytest.param(
         web("p", topology_spread=[spread(when="ScheduleAnyway")]),
         [A1, B1, X1],
         many(web("w"), "a1", 4),
