@@ -97,9 +97,16 @@ def _consumer(pod: Pod) -> dict[str, str]:
 class DraBinder:
     name = DYNAMIC_RESOURCES
 
-    def __init__(self, state: ClusterState, patch_claim: PatchClaim) -> None:
+    def __init__(
+        self, state: ClusterState, patch_claim: PatchClaim, settled: Callable[[], None] | None = None
+    ) -> None:
         self.state = state
         self.patch_claim = patch_claim
+        # Called once allocations this binder held in flight are written or given back:
+        # pods that shared a claim being allocated wait for it (kube requeues them when
+        # its assume cache takes the written claim), and the claim's watch event may
+        # have come and gone while the allocation was still in flight.
+        self.settled = settled or (lambda: None)
         self._releases: set[asyncio.Task[None]] = set()
 
     @property
@@ -145,6 +152,8 @@ class DraBinder:
         for key in held.allocations:
             self.catalog.forget(key)
         sync_dra_gpus(self.state)
+        if held.allocations:
+            self.settled()
         if held.written:
             # Bind failed after PreBind wrote: the pod leaves reservedFor, in the background.
             task = asyncio.get_running_loop().create_task(self.release(cycle, held))
@@ -186,6 +195,8 @@ class DraBinder:
                     self.catalog.forget(key)
                 sync_dra_gpus(self.state)
                 cycle.held.pop(self.name, None)
+                if held.allocations:
+                    self.settled()
                 await self.release(cycle, held)
                 raise PreBindError(
                     self.name, "dynamic-resources", f"update claim {claim.key}: {error}"
@@ -195,6 +206,8 @@ class DraBinder:
                 self.catalog.written(answer)
                 sync_dra_gpus(self.state)
                 log.info("claim %s reserved for pod %s on %s", claim.key, pod.key, cycle.node)
+        if held.allocations:
+            self.settled()
 
     async def _write(
         self, pod: Pod, claim: ResourceClaim, allocation: ClaimAllocation | None

@@ -95,7 +95,9 @@ class SchedulerRuntime:
         self.volume_binder = VolumeBinder(api, self.cache.state, lambda key: key in self.cache.seen_pods)
         volumes = VolumeBindingStep(self.volume_binder)
         hami = HamiBinder(self.cache.state, self.locker, self.node_locks)
-        dra = DraBinder(self.cache.state, api_patcher(api))
+        dra = DraBinder(
+            self.cache.state, api_patcher(api), settled=lambda: self._cluster_changed("ResourceClaimChange")
+        )
         self.binding = BindingPlugins(
             reserve_plugins=(volumes, dra, hami),
             pre_bind_plugins=(volumes, dra),
