@@ -308,6 +308,16 @@ def test_move_to_active_or_backoff_moves_only_the_named_unschedulable_pods() -> 
     assert q.sizes()[QueueName.UNSCHEDULABLE] == 1
 
 
+def failed_once() -> tuple[SchedulingQueue, Clock]:
+    """A queue whose pod ``p`` was tried once and found no room (NodeResourcesFit)."""
+    q, clock = queue()
+    q.add(make_pod("p"))
+    entry = q.pop()
+    assert entry is not None
+    q.failed(entry.pod.key, frozenset({"NodeResourcesFit"}), unschedulable=True)
+    return q, clock
+
+
 def happen(what: str, q: SchedulingQueue, clock: Clock) -> None:
     """Something that may reach a pod while its preemption is carried out."""
     if what == "a cluster change":
@@ -326,11 +336,7 @@ def happen(what: str, q: SchedulingQueue, clock: Clock) -> None:
     "meanwhile", ["nothing", "a cluster change", "a named move", "an update of the pod", "five minutes"]
 )
 def test_a_preempting_pod_waits_aside_until_released(meanwhile: str) -> None:
-    q, clock = queue()
-    q.add(make_pod("p"))
-    entry = q.pop()
-    assert entry is not None
-    q.failed(entry.pod.key, frozenset({"NodeResourcesFit"}), unschedulable=True)
+    q, clock = failed_once()
     assert q.hold("default/p")
     happen(meanwhile, q, clock)
     clock.now += 20  # past any backoff
@@ -347,11 +353,7 @@ def test_a_preempting_pod_waits_aside_until_released(meanwhile: str) -> None:
     ids=["within its backoff", "after its backoff"],
 )
 def test_a_released_pod_comes_back_through_backoff(after_failure_s: float, where: QueueName) -> None:
-    q, clock = queue()
-    q.add(make_pod("p"))
-    entry = q.pop()
-    assert entry is not None
-    q.failed(entry.pod.key, frozenset({"NodeResourcesFit"}), unschedulable=True)
+    q, clock = failed_once()
     q.hold("default/p")
     clock.now += after_failure_s
     assert q.release("default/p", retry=True) is where
@@ -375,11 +377,7 @@ def test_hold_and_release_of_pods_the_queue_does_not_wait_on() -> None:
 
 
 def test_a_released_pod_whose_room_is_not_free_yet_waits_for_a_change() -> None:
-    q, clock = queue()
-    q.add(make_pod("p"))
-    entry = q.pop()
-    assert entry is not None
-    q.failed(entry.pod.key, frozenset({"NodeResourcesFit"}), unschedulable=True)
+    q, clock = failed_once()
     q.hold("default/p")
     clock.now += 20
     assert q.release("default/p", retry=False) is QueueName.UNSCHEDULABLE
