@@ -9,6 +9,7 @@ be missing on the way.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import importlib.util
 import sys
 from collections.abc import Sequence
@@ -119,6 +120,10 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # A crash in native code (a signal: SIGSEGV, SIGABRT, ...) prints every thread's
+    # Python stack to stderr before the process dies, not only the C library's line.
+    if not faulthandler.is_enabled():
+        faulthandler.enable()
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = build_parser(argv).parse_args(argv)

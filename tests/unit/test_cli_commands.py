@@ -37,3 +37,24 @@ def test_other_command_lines_see_every_command(argv: list[str]) -> None:
 def test_run_alone_has_run_only() -> None:
     commands = next(a for a in build_parser(["run"])._actions if a.dest == "command")
     assert set(commands.choices) == {"run"}  # type: ignore[arg-type]
+
+
+def test_a_native_crash_prints_every_threads_python_stack() -> None:
+    """The command turns on faulthandler: a process that dies of a signal in native
+    code (here an abort in a thread beside the main one) says where each thread was."""
+    code = (
+        "import os, threading, time\n"
+        "from scheduler.cli import main\n"
+        "main(['--version'])\n"
+        "def waiting_beside():\n"
+        "    time.sleep(30)\n"
+        "threading.Thread(target=waiting_beside, daemon=True).start()\n"
+        "time.sleep(0.2)\n"
+        "os.abort()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == -6
+    assert "Fatal Python error: Aborted" in done.stderr
+    assert "in waiting_beside" in done.stderr  # the other thread's stack too

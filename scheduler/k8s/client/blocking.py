@@ -38,6 +38,7 @@ from scheduler.k8s.client.http1 import (
 )
 from scheduler.k8s.client.messages import JSON, Timeout, parse_json, raise_for_status, request_headers
 from scheduler.k8s.client.route import Route, configured_route
+from scheduler.k8s.client.tls import remember_session
 
 if TYPE_CHECKING:
     from kubernetes import client
@@ -157,6 +158,7 @@ class BlockingClient:
             except BaseException:
                 self._discard(connection)
                 raise
+            remember_session(self.route.ssl, connection.sock)  # this thread's connection, between requests
             self._release(connection, response.keep_alive and not connection.reader.buffer)
             return response
         raise AssertionError("unreachable")
@@ -201,6 +203,7 @@ class BlockingClient:
                 data = connection.receive()
                 if not data:
                     raise ConnectionError(_CLOSED_BEFORE)
+            remember_session(self.route.ssl, connection.sock)
             if not 200 <= reader.status <= 299:
                 raise_for_status(self._read_rest(connection))
             while True:

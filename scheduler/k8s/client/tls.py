@@ -8,15 +8,13 @@ from __future__ import annotations
 import socket
 import ssl
 import time
-from collections import deque
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from kubernetes import client
 
-# Connections whose sessions a new one may resume: the newest with a ticket is taken,
-# and kept for a second before the next lookup.
-RECENT_CONNECTIONS = 8
+# A session is taken from a connection at most once a second: reading it copies it
+# (OpenSSL serializes it), and a burst of answers comes in hundreds.
 SESSION_LOOKUP_S = 1.0
 
 TlsConnection = ssl.SSLObject | ssl.SSLSocket
@@ -32,38 +30,42 @@ class ResumingContext(ssl.SSLContext):
     connection's ``SSLObject`` with ``wrap_bio``, a thread its ``SSLSocket`` with
     ``wrap_socket``; this context hands either the newest session that carries a
     ticket. The server decides: one that does not take the ticket (expired, or tickets
-    off) answers with a full handshake."""
+    off) answers with a full handshake.
+
+    A session is handed in (``remember``) by the code that owns a connection, after it
+    read an answer on it, never looked up from here: reading a connection's session
+    while another thread is in its handshake or its read races OpenSSL's copy of the
+    session against the handshake that changes it: the scheduler's start aborted with
+    ``malloc(): corrupted top size`` (once in about 170 starts here, and in CI) when a
+    first-listing thread read the session of a connection another one was still
+    shaking hands on, and new clients whose 8 threads each opened 3 connections at once
+    aborted in 8 of 10 runs of 100-200 clients (tests/e2e/test_api_writes.py)."""
 
     def __new__(cls) -> ResumingContext:
         return super().__new__(cls, ssl.PROTOCOL_TLS_CLIENT)
 
     def __init__(self) -> None:
         super().__init__()
-        self._recent: deque[TlsConnection] = deque(maxlen=RECENT_CONNECTIONS)
-        self._session: ssl.SSLSession | None = None
-        self._session_found_at = 0.0
-
-    @property
-    def recent_connections(self) -> tuple[TlsConnection, ...]:
-        """The newest connections made with this context, oldest first."""
-        return tuple(self._recent)
+        self._newest: tuple[ssl.SSLSession, float] | None = None  # and when it was taken
 
     def resumable_session(self) -> ssl.SSLSession | None:
-        """The newest session the server gave a ticket for (TLS 1.3 sends it after the
-        handshake, so a connection has one once it has read an answer). Looked up at
-        most once a second: a burst opens hundreds of connections."""
-        now = time.monotonic()
-        if self._session is not None and now - self._session_found_at < SESSION_LOOKUP_S:
-            return self._session
-        for connection in reversed(tuple(self._recent)):  # a copy: threads append meanwhile
-            try:
-                session = connection.session
-            except (ValueError, OSError):  # OpenSSL cannot serialize it yet, or it closed
-                continue
-            if session is not None and session.has_ticket:
-                self._session, self._session_found_at = session, now
-                return session
-        return None
+        """The newest session the server gave a ticket for, as ``remember`` took it."""
+        newest = self._newest
+        return None if newest is None else newest[0]
+
+    def remember(self, connection: TlsConnection) -> None:
+        """Offer ``connection``'s session to the connections opened after it. Call it
+        from the one thread that uses ``connection``, between its requests (once it has
+        read an answer: TLS 1.3 sends the ticket after the handshake)."""
+        newest, now = self._newest, time.monotonic()
+        if newest is not None and now - newest[1] < SESSION_LOOKUP_S:
+            return
+        try:
+            session = connection.session
+        except (ValueError, OSError):  # OpenSSL cannot serialize it yet, or it closed
+            return
+        if session is not None and session.has_ticket:
+            self._newest = (session, now)  # one assignment: other threads see old or new
 
     def wrap_bio(
         self,
@@ -75,9 +77,7 @@ class ResumingContext(ssl.SSLContext):
     ) -> ssl.SSLObject:
         if session is None and not server_side:
             session = self.resumable_session()
-        connection = super().wrap_bio(incoming, outgoing, server_side, server_hostname, session)
-        self._recent.append(connection)
-        return connection
+        return super().wrap_bio(incoming, outgoing, server_side, server_hostname, session)
 
     def wrap_socket(
         self,
@@ -90,11 +90,15 @@ class ResumingContext(ssl.SSLContext):
     ) -> ssl.SSLSocket:
         if session is None and not server_side:
             session = self.resumable_session()
-        connection = super().wrap_socket(
+        return super().wrap_socket(
             sock, server_side, do_handshake_on_connect, suppress_ragged_eofs, server_hostname, session
         )
-        self._recent.append(connection)
-        return connection
+
+
+def remember_session(context: ssl.SSLContext | None, connection: object) -> None:
+    """``ResumingContext.remember`` where ``context`` is one and ``connection`` speaks TLS."""
+    if isinstance(context, ResumingContext) and isinstance(connection, ssl.SSLObject | ssl.SSLSocket):
+        context.remember(connection)
 
 
 def ssl_context(configuration: client.Configuration) -> ResumingContext:

@@ -30,7 +30,7 @@ from kubernetes.client.exceptions import ApiException
 from scheduler.k8s.client.http1 import HttpProtocolError, Response, ResponseReader, encode_request
 from scheduler.k8s.client.messages import request_headers
 from scheduler.k8s.client.route import Route, configured_route, route
-from scheduler.k8s.client.tls import ResumingContext, ssl_context
+from scheduler.k8s.client.tls import ResumingContext, remember_session, ssl_context
 
 __all__ = ["ApiTransport", "ConnectionPool", "ResumingContext", "ssl_context"]
 
@@ -90,6 +90,14 @@ class Connection(asyncio.Protocol):
     @property
     def reusable(self) -> bool:
         return not self.closed
+
+    @property
+    def ssl_object(self) -> ssl.SSLObject | None:
+        """Its TLS state (None over plain HTTP)."""
+        if self.transport is None:
+            return None
+        found = self.transport.get_extra_info("ssl_object")
+        return found if isinstance(found, ssl.SSLObject) else None
 
     async def exchange(self, request: bytes, timeout_s: float) -> Response:
         assert self.transport is not None
@@ -155,8 +163,14 @@ class ConnectionPool:
             connection.close()
             self._release(connection)
             raise
+        remember_session(self.ssl, connection.ssl_object)  # on the loop, the connection's only user
         self._release(connection)
         return response
+
+    @property
+    def idle(self) -> tuple[Connection, ...]:
+        """The connections open and waiting for a request, newest last."""
+        return tuple(self._idle)
 
     async def close(self) -> None:
         self._closed = True
