@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from scheduler.k8s.scheduling.queue import QueueName
+from scheduler.k8s.scheduling.runtime import SchedulerRuntime
 from scheduler.objects.pod import Pod
 from tests.builders import node_manifest, pod_manifest
 from tests.k8s.test_runtime import RecordingApi, runtime_with, settle
@@ -44,6 +45,16 @@ def placed(name: str, node: str, cpu: str, labels: dict[str, str] | None = None)
     return manifest
 
 
+def try_high(runtime: SchedulerRuntime) -> None:
+    """The pod "high" (2 cpu, priority 10) arrives and is tried once."""
+    incoming = pod_manifest("high", cpu="2")
+    incoming["spec"]["priority"] = 10
+    runtime.on_pod_event("ADDED", incoming)
+    entry = runtime.queue.pop()
+    assert entry is not None
+    runtime.schedule_one(entry)
+
+
 GUARD = {
     "metadata": {"namespace": "default", "name": "guard"},
     "spec": {"selector": {"matchLabels": {"app": "db"}}},
@@ -75,12 +86,7 @@ def test_a_preemption_is_decided_in_the_cycle_and_carried_out_in_the_background(
         runtime.on_pod_event("ADDED", placed("low", "n2", "3"))
         for event_type, manifest in budgets:
             runtime.on_budget_event(event_type, manifest)
-        incoming = pod_manifest("high", cpu="2")
-        incoming["spec"]["priority"] = 10
-        runtime.on_pod_event("ADDED", incoming)
-        entry = runtime.queue.pop()
-        assert entry is not None
-        runtime.schedule_one(entry)
+        try_high(runtime)
         # Nominated in the cycle itself, before any API call was answered.
         node = runtime.cache.nominated["default/high"].nominated_node_name
         assert node == {"db": "n1", "low": "n2"}[victim]
@@ -108,12 +114,7 @@ def test_after_its_evictions_a_preemptor_waits_only_for_victims_still_placed(
         api = EvictingApi()
         runtime = runtime_with(api, node_manifest("n1", cpu="4"))
         runtime.on_pod_event("ADDED", placed("low", "n1", "3"))
-        incoming = pod_manifest("high", cpu="2")
-        incoming["spec"]["priority"] = 10
-        runtime.on_pod_event("ADDED", incoming)
-        entry = runtime.queue.pop()
-        assert entry is not None
-        runtime.schedule_one(entry)
+        try_high(runtime)
         if deletion_seen:  # the watch was faster than the answers
             runtime.on_pod_event("DELETED", placed("low", "n1", "3"))
         assert runtime.queue._pods["default/high"].where is QueueName.GATED
