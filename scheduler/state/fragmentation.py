@@ -159,7 +159,7 @@ class FragmentationModel:
         if not self._freq.size or batch == 0:
             return np.zeros(batch, np.float64)
         if batch > MEMO_BATCH:
-            return self._frag_amount(cpu_left, gpu_left, model_id, gpu_models)
+            return self._frag_amount_distinct(cpu_left, gpu_left, model_id, gpu_models)
         self._accessible(gpu_models)  # a new model list empties the memo
         keys = [
             (int(c), row.tobytes(), int(m)) for c, row, m in zip(cpu_left, gpu_left, model_id, strict=True)
@@ -177,6 +177,30 @@ class FragmentationModel:
             for i, value in zip(missing, computed.tolist(), strict=True):
                 values[i] = memo[keys[i]] = value
         return np.array(values, np.float64)
+
+    def _frag_amount_distinct(
+        self,
+        cpu_left: IntArray,
+        gpu_left: IntArray,
+        model_id: IntArray,
+        gpu_models: Sequence[str],
+    ) -> FloatArray:
+        """``_frag_amount`` of each distinct state once, spread back over the batch.
+
+        A large batch is mostly a cluster's nodes, or the states a pod would leave on
+        them, and nodes of one type filled alike repeat a few states: the first
+        decision on the throughput benchmark's 5,000 empty nodes asks for F of 5,000
+        states, 6 of them distinct. Measured on synthetic batches (best of 5, 2-core dev
+        machine, the ``default`` trace's 35 typical pods, 8 GPUs): 5,000 states of 6
+        distinct 30.4 ms computed whole, 0.9 ms distinct; 40,000 of 20: 278 and 20 ms;
+        all distinct (random GPU states, the worst case): 5,000 19.3 and 29.8 ms, 40,000
+        350 and 277 ms. F is a function of the state, row by row: the floats are the same."""
+        states = np.ascontiguousarray(np.column_stack((cpu_left, model_id, gpu_left)), dtype=np.int64)
+        rows = states.view(np.dtype((np.void, states.dtype.itemsize * states.shape[1]))).ravel()
+        _, first, where = np.unique(rows, return_index=True, return_inverse=True)
+        distinct = states[first]
+        values = self._frag_amount(distinct[:, 0], distinct[:, 2:], distinct[:, 1], gpu_models)
+        return values[where.reshape(-1)]
 
     def _frag_amount(
         self,

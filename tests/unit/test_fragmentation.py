@@ -137,3 +137,34 @@ def test_a_full_memo_emptied_mid_batch_still_answers_the_keys_it_had_found(
     rows = slice(1, 5)
     found = memo.frag_amount(cpu[rows], gpus[rows], models[rows], gpu_models)
     np.testing.assert_array_equal(found, whole[rows])
+
+
+@pytest.mark.parametrize(
+    ("distinct", "gpu_dtype"),
+    [(3, np.int64), (40, np.int64), (3 * MEMO_BATCH, np.int64), (5, np.int32)],
+    ids=["three states repeated", "forty states repeated", "every state distinct", "int32 GPU columns"],
+)
+def test_a_large_batch_computed_once_per_distinct_state_equals_each_state_alone(
+    distinct: int, gpu_dtype: type[np.integer]
+) -> None:
+    """A batch larger than MEMO_BATCH computes each distinct state once: the floats are
+    those of every state computed on its own."""
+    typical = TypicalPods(
+        (PodShape(4000, 500, 1, "V100M16"), PodShape(8000, 1000, 2), PodShape(2000, 0, 0)), (0.5, 0.3, 0.2)
+    )
+    rng = np.random.default_rng(11)
+    cpu_states = rng.choice([0, 2000, 6000, 16000], distinct).astype(np.int64)
+    gpu_states = rng.choice([0, 250, 500, 1000], (distinct, 4)).astype(gpu_dtype)
+    model_states = rng.integers(-1, 2, distinct).astype(np.int64)
+    rows = np.concatenate([np.arange(distinct), rng.integers(0, distinct, 3 * MEMO_BATCH)])
+    cpu, gpus, models = cpu_states[rows], gpu_states[rows], model_states[rows]
+    gpu_models = ["V100M16", "T4"]
+    batch = FragmentationModel(typical).frag_amount(cpu, gpus, models, gpu_models)
+    alone = [
+        FragmentationModel(typical).frag_amount(
+            cpu[i : i + 1], gpus[i : i + 1], models[i : i + 1], gpu_models
+        )[0]
+        for i in range(len(rows))
+    ]
+    np.testing.assert_array_equal(batch, np.array(alone))
+    assert len(set(batch.tolist())) > 1
