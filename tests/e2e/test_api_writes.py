@@ -142,6 +142,25 @@ def test_new_connections_resume_the_first_connections_tls_session(dev_cluster: A
     assert all(burst_reused)
 
 
+def test_the_first_write_takes_the_connection_the_start_warmed(dev_cluster: Any) -> None:
+    """``warm`` opens a connection while nothing is written yet; the first write goes
+    over it, and no other is opened."""
+    api = KubeApi(ClientSettings(kubeconfig=dev_cluster.kubeconfig), "writes-test", "tester")
+    transport = api.transport
+    review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+
+    async def scenario() -> tuple[tuple[Any, ...], tuple[Any, ...], int]:
+        await transport.warm()
+        warmed = transport.pool.idle
+        await transport.request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", review)
+        return warmed, transport.pool.idle, transport.pool.open
+
+    warmed, after_write, connections = run_then_close(api, scenario)
+    assert len(warmed) == 1
+    assert after_write == warmed
+    assert connections == 1
+
+
 # Run in a process of its own, so that a native crash fails the test, not pytest: each
 # round a new client (no session yet) whose threads open connections at once, as the
 # first listings do at start. Every connection is closed after one request, and its

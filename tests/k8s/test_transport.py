@@ -2,13 +2,15 @@
 proxies included, is tested in tests/k8s/test_blocking.py; the requests themselves
 against an API server: tests/e2e/test_api_writes.py)."""
 
+import asyncio
+import socket
 import ssl
 from typing import Any
 
 import pytest
 from kubernetes import client
 
-from scheduler.k8s.client.transport import ssl_context
+from scheduler.k8s.client.transport import ApiTransport, ssl_context
 
 
 def configuration(**fields: Any) -> client.Configuration:
@@ -43,3 +45,18 @@ def test_a_connection_mid_handshake_offers_no_session_to_resume() -> None:
     assert context.resumable_session() is None  # no ticket yet
     second = context.wrap_bio(ssl.MemoryBIO(), ssl.MemoryBIO(), server_hostname="127.0.0.1")
     assert second.session is None
+
+
+def test_warming_a_server_that_refuses_the_connection_leaves_it_to_the_first_write() -> None:
+    """Nothing listens at the address: ``warm`` returns quietly, with no connection."""
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    transport = ApiTransport(client.ApiClient(configuration(host=f"https://127.0.0.1:{port}")), 4)
+
+    async def body() -> None:
+        await transport.warm()
+        assert transport.pool.idle == ()
+        assert transport.pool.open == 0
+
+    asyncio.run(body())

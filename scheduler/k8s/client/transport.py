@@ -18,6 +18,7 @@ TLS settings, ``tls_server_name`` and HTTP proxy (``scheduler.k8s.client.route``
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import ssl
 from collections import deque
@@ -39,6 +40,8 @@ REQUEST_TIMEOUT_S = 70.0
 CONNECT_TIMEOUT_S = 10.0
 # A connection idle this long is closed rather than reused: the server may be closing it.
 IDLE_S = 15.0
+# What ``ApiTransport.warm`` asks for: answered to any client (system:public-info-viewer).
+WARM_PATH = "/version"
 
 
 class Connection(asyncio.Protocol):
@@ -319,6 +322,16 @@ class ApiTransport:
                 reason=answer.reason,
                 body=answer.body.decode("utf-8", errors="replace"),
             )
+
+    async def warm(self) -> None:
+        """Open a connection before the first write needs one: a GET of the server's
+        version, its answer dropped (whatever its status; a failure is the first
+        write's to report). The start calls it while its listings are in flight, so
+        the first bind does not wait for a TCP and TLS handshake, and the connections a
+        burst of binds opens resume this one's TLS session."""
+        headers = request_headers(self.api_client, "GET", WARM_PATH)
+        with contextlib.suppress(OSError, TimeoutError, HttpProtocolError):
+            await self.pool.request("GET", WARM_PATH, headers, b"")
 
     async def close(self) -> None:
         """Close the connections; a later request opens new ones (in the loop then

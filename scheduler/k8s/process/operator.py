@@ -111,6 +111,7 @@ async def run(
     metrics = Metrics()
     me = identity(settings)
     api = KubeApi(settings.client, settings.scheduler_name, me, early_listing, configuration)
+    warming = asyncio.create_task(api.transport.warm(), name="warm-writes")  # while the listings run
     policy = PolicyManager(
         settings,
         metrics,
@@ -161,12 +162,7 @@ async def run(
             runtime.experience.start()
         done, _ = await asyncio.wait([first_listing, stopper, kopf_task], return_when=asyncio.FIRST_COMPLETED)
         if first_listing in done:
-            freeze_start_heap()
-            log.info(
-                "cache synced: %d nodes, %d pods placed",
-                len(runtime.cache.state),
-                len(runtime.cache.state.placements),
-            )
+            synced(runtime)
             scheduling = start_scheduling(runtime, first_listing.result(), elector)
             tasks += scheduling
             done, _ = await asyncio.wait(
@@ -182,7 +178,8 @@ async def run(
         stopping = time.monotonic()
         dropped = await shut_down(runtime, elector if settings.leader_election.enabled else None, tasks)
         await stop_kopf(kopf_task, kopf_stop)
-        stopper.cancel()
+        for task in (stopper, warming):
+            task.cancel()
         web_server.close()
         if runtime.experience is not None:
             runtime.experience.close()
@@ -192,6 +189,13 @@ async def run(
             time.monotonic() - stopping,
             f" ({dropped} binds or reports in flight dropped)" if dropped else "",
         )
+
+
+def synced(runtime: SchedulerRuntime) -> None:
+    """The first listing is applied: keep the start's heap out of later collections."""
+    freeze_start_heap()
+    state = runtime.cache.state
+    log.info("cache synced: %d nodes, %d pods placed", len(state), len(state.placements))
 
 
 async def run_kopf_when_idle(
