@@ -190,7 +190,7 @@ class FragmentationModel:
         A large batch is mostly a cluster's nodes, or the states a pod would leave on
         them, and nodes of one type filled alike repeat a few states: the first
         decision on the throughput benchmark's 5,000 empty nodes asks for F of 5,000
-        states, 6 of them distinct. Measured on synthetic batches (best of 5, 2-core dev
+        states, 15 of them distinct. Measured on synthetic batches (best of 5, 2-core dev
         machine, the ``default`` trace's 35 typical pods, 8 GPUs): 5,000 states of 6
         distinct 30.4 ms computed whole, 0.9 ms distinct; 40,000 of 20: 278 and 20 ms;
         all distinct (random GPU states, the worst case): 5,000 19.3 and 29.8 ms, 40,000

@@ -36,7 +36,7 @@ class ResumingContext(ssl.SSLContext):
     read an answer on it, never looked up from here: reading a connection's session
     while another thread is in its handshake or its read races OpenSSL's copy of the
     session against the handshake that changes it: the scheduler's start aborted with
-    ``malloc(): corrupted top size`` (once in about 170 starts here, and in CI) when a
+    ``malloc(): corrupted top size`` (at the 19th of a loop of starts here, and in CI) when a
     first-listing thread read the session of a connection another one was still
     shaking hands on, and new clients whose 8 threads each opened 3 connections at once
     aborted in 8 of 10 runs of 100-200 clients (tests/e2e/test_api_writes.py)."""
