@@ -23,7 +23,7 @@ from scheduler.k8s.process.settings import ServingSettings
 from scheduler.k8s.serving.delegated_auth import DelegatedAuth
 from scheduler.k8s.serving.http import Answer, Route, build_routes
 from scheduler.k8s.serving.metrics import Metrics
-from scheduler.k8s.serving.serving import Server, raise_open_files_limit, serve
+from scheduler.k8s.serving.serving import Server, ServingAddressError, raise_open_files_limit, serve
 from scheduler.k8s.serving.serving_tls import ServingCertificate, TlsError, self_signed, server_context
 from scheduler.online.trainer import scheduler_request
 from tests.k8s.test_delegated_auth import FakeApiServer
@@ -226,6 +226,24 @@ def test_plain_serve_for_tests_has_no_tls_and_no_authentication() -> None:
             await server.wait_closed()
 
     assert asyncio.run(main())[0] == 200
+
+
+@pytest.mark.parametrize(
+    ("address", "problem"),
+    [
+        ("127.0.0.1:{taken}", "cannot listen on 127.0.0.1:{taken}: Address already in use"),
+        ("192.0.2.1:10259", "cannot listen on 192.0.2.1:10259: Cannot assign requested address"),
+    ],
+    ids=["the port taken", "an address this host does not have"],
+)
+def test_an_address_that_cannot_be_listened_on_names_the_setting(address: str, problem: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        with pytest.raises(ServingAddressError) as raised:
+            asyncio.run(serve(routes(), address.format(taken=port), ssl_context=None, auth=None))
+    assert str(raised.value) == f"settings: metrics_address: {problem.format(taken=port)}"
 
 
 def test_the_open_files_limit_is_raised_to_the_hard_one() -> None:

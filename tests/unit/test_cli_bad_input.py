@@ -4,6 +4,8 @@ usage block, no traceback, nothing on stdout; the checks run before any work sta
 
 from __future__ import annotations
 
+import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -537,3 +539,40 @@ def test_a_proxy_the_client_does_not_serve_is_one_line_naming_it(
             "only an http:// proxy is served, not 'socks5://127.0.0.1:1080'"
         ],
     )
+
+
+def test_a_metrics_address_already_taken_is_one_line_naming_the_setting(tmp_path: Path) -> None:
+    """``rl-scheduler run`` whose /metrics port another process holds: exit 2 with one
+    line naming ``metrics_address``, no traceback (the API server need not answer)."""
+    with socket.socket() as refused, socket.socket() as taken:
+        refused.bind(("127.0.0.1", 0))  # bound, never listening: the API server refuses
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        server, port = refused.getsockname()[1], taken.getsockname()[1]
+        kubeconfig = tmp_path / "kubeconfig.yaml"
+        cluster = {"server": f"https://127.0.0.1:{server}", "insecure-skip-tls-verify": True}
+        kubeconfig.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "current-context": "c",
+                    "clusters": [{"name": "k", "cluster": cluster}],
+                    "users": [{"name": "u", "user": {"token": "t"}}],
+                    "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+                }
+            )
+        )
+        argv = ["run", "--kubeconfig", str(kubeconfig), "--profile", "fgd", "--no-leader-elect"]
+        done = subprocess.run(
+            [sys.executable, "-m", "scheduler.cli", *argv, "--metrics-address", f"127.0.0.1:{port}"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    problem = f"cannot listen on 127.0.0.1:{port}: Address already in use"
+    assert done.stderr.splitlines()[-1] == f"rl-scheduler: error: settings: metrics_address: {problem}"

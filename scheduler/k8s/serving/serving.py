@@ -18,11 +18,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import queue
 import resource
 import ssl
 import threading
 
+from scheduler.errors import SchedulerInputError
 from scheduler.k8s.process.settings import ServingSettings
 from scheduler.k8s.serving.connections import ConnectionTable
 from scheduler.k8s.serving.delegated_auth import ALLOWED, DelegatedAuth
@@ -30,6 +32,13 @@ from scheduler.k8s.serving.http import MAX_HEAD_BYTES, Answer, Exchange, Request
 from scheduler.k8s.serving.serving_tls import ServingCertificate
 
 log = logging.getLogger(__name__)
+
+
+class ServingAddressError(SchedulerInputError):
+    """An address to serve /metrics and the probes on that cannot be listened on
+    (``--metrics-address``, the settings' ``metrics_address``)."""
+
+
 # What ends a connection without an answer: the peer went or was too slow.
 DROPPED = (ConnectionError, OSError, TimeoutError)
 # Connections the kernel queues before they are accepted (asyncio's default is 100).
@@ -188,9 +197,14 @@ async def serve(
     host, _, port = address.rpartition(":")
     host = host.strip("[]")  # [::]:10259
     server = Server(routes, ssl_context, auth, limits or ServingSettings())
-    return await asyncio.start_server(
-        server.on_connection, host or None, int(port), limit=MAX_HEAD_BYTES, backlog=BACKLOG
-    )
+    try:
+        return await asyncio.start_server(
+            server.on_connection, host or None, int(port), limit=MAX_HEAD_BYTES, backlog=BACKLOG
+        )
+    except OSError as error:  # the port taken, an address this host does not have, ...
+        # asyncio words it "error while attempting to bind on address (...): ...".
+        why = f"cannot listen on {address}: {os.strerror(error.errno) if error.errno else error}"
+        raise ServingAddressError("settings", "metrics_address", why) from None
 
 
 async def serve_securely(
