@@ -32,13 +32,6 @@ from scheduler.k8s.serving.http import MAX_HEAD_BYTES, Answer, Exchange, Request
 from scheduler.k8s.serving.serving_tls import ServingCertificate
 
 log = logging.getLogger(__name__)
-
-
-class ServingAddressError(SchedulerInputError):
-    """An address to serve /metrics and the probes on that cannot be listened on
-    (``--metrics-address``, the settings' ``metrics_address``)."""
-
-
 # What ends a connection without an answer: the peer went or was too slow.
 DROPPED = (ConnectionError, OSError, TimeoutError)
 # Connections the kernel queues before they are accepted (asyncio's default is 100).
@@ -48,6 +41,11 @@ WRITE_CHUNK = 64 * 1024
 # What one read takes: a head may pass MAX_HEAD_BYTES (h11's bound on an unfinished one)
 # by at most this much when its end comes in the same read.
 READ_BYTES = 4 * 1024
+
+
+class ServingAddressError(SchedulerInputError):
+    """An address to serve /metrics and the probes on that cannot be listened on
+    (``--metrics-address``, the settings' ``metrics_address``)."""
 
 
 def raise_open_files_limit() -> int:
