@@ -149,16 +149,21 @@ class DraBinder:
         held = cycle.held.pop(self.name, None)
         if not isinstance(held, PodClaims):
             return
-        for key in held.allocations:
-            self.catalog.forget(key)
-        sync_dra_gpus(self.state)
-        if held.allocations:
-            self.settled()
+        self._give_back(held)
         if held.written:
             # Bind failed after PreBind wrote: the pod leaves reservedFor, in the background.
             task = asyncio.get_running_loop().create_task(self.release(cycle, held))
             self._releases.add(task)
             task.add_done_callback(self._releases.discard)
+
+    def _give_back(self, held: PodClaims) -> None:
+        """Forget the allocations ``held`` assumed (the pod did not get them), and say
+        they settled."""
+        for key in held.allocations:
+            self.catalog.forget(key)
+        sync_dra_gpus(self.state)
+        if held.allocations:
+            self.settled()
 
     async def release(self, cycle: BindingCycle, held: PodClaims) -> None:
         """Remove the pod from ``reservedFor`` of the claims PreBind wrote (kube's
@@ -191,12 +196,8 @@ class DraBinder:
             try:
                 answer = await self._write(pod, claim, held.allocations.get(claim.key))
             except Exception as error:
-                for key in held.allocations:
-                    self.catalog.forget(key)
-                sync_dra_gpus(self.state)
                 cycle.held.pop(self.name, None)
-                if held.allocations:
-                    self.settled()
+                self._give_back(held)
                 await self.release(cycle, held)
                 raise PreBindError(
                     self.name, "dynamic-resources", f"update claim {claim.key}: {error}"
