@@ -14,6 +14,12 @@ from scheduler.cli import build_parser
 COMMANDS = {"run", "trainer", "policy", "simulate", "timeline", "train", "evaluate", "tune"}
 
 
+def python(code: str) -> subprocess.CompletedProcess[str]:
+    """``code`` run by a fresh interpreter; its exit status and output."""
+    command = [sys.executable, "-c", code]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+
+
 def test_run_builds_its_parser_without_the_other_commands_modules() -> None:
     code = (
         "import sys\n"
@@ -22,9 +28,8 @@ def test_run_builds_its_parser_without_the_other_commands_modules() -> None:
         "heavy = ('numpy', 'scheduler.learn', 'scheduler.sim', 'scheduler.online')\n"
         "print(sorted(m for m in heavy if m in sys.modules))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
-    )
+    done = python(code)
+    assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
 
 
@@ -52,9 +57,7 @@ def test_a_native_crash_prints_every_threads_python_stack() -> None:
         "time.sleep(0.2)\n"
         "os.abort()\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
-    )
+    done = python(code)
     assert done.returncode == -6
     assert "Fatal Python error: Aborted" in done.stderr
     assert "in waiting_beside" in done.stderr  # the other thread's stack too
