@@ -3,7 +3,8 @@ replay (``scheduler.sim.timeline``): pods arrive and leave on the trace's clock,
 candidate head is scored by whole replays, so the objective is the replay's own.
 
 Starts from the hand rule ``fgd-reserve-lifetime`` written as a head
-(``LifetimeHead.teacher``: the rule's GPUHours term, exact in these features), then
+(``LifetimeHead.teacher``: the rule's GPUHours or NodeHours term, ``--start``, exact in
+these features), then
 antithetic ES (Salimans et al. 2017) with rank-shaped fitness. The loss of a head on a
 seed, against ``fgd-reserve`` on the same seed (lower is better):
 
@@ -11,7 +12,7 @@ seed, against ``fgd-reserve`` on the same seed (lower is better):
 
 W: GPU-hours waited by pods of 4+ GPUs, F: GPU-hours failed, N: time-average whole free
 GPU nodes (%), A: GPU allocated (%); 0 marks fgd-reserve's. The head kept is the one
-with the lowest mean loss over the training seeds among every head evaluated (the
+with the lowest mean loss over the training traces, loads and seeds among every head evaluated (the
 centre of each generation included). Train on seeds disjoint from the evaluation's
 (42-51). Run: ``python -m scheduler.learn.lifetime_es --out runs/lifetime-es``.
 """
@@ -28,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from scheduler.plugins.scores.fgd_reserve_lifetime import Blocked
 from scheduler.policy.lifetime_features import LIFETIME_PAIR_FEATURES
 from scheduler.policy.lifetime_head import LifetimeHead, save_head
 from scheduler.sim.timeline import TimelineSpec
@@ -37,14 +39,16 @@ from scheduler.sim.timeline_metrics import TimelineMetrics, run_timeline
 
 @dataclass
 class Args:
-    trace: str = "default"
-    """the openb trace replayed"""
+    traces: tuple[str, ...] = ("default",)
+    """the openb traces replayed (each seed and load on each)"""
     seeds: tuple[int, ...] = (0, 1, 2)
     """training seeds (each its own cluster); disjoint from the evaluation's 42-51"""
     loads: tuple[float, ...] = (0.8,)
     """offered GPU loads the cluster is sized for"""
     lifetimes: LifetimeSource = "oracle"
     """what the head is told during training"""
+    start: Blocked = "GPUHours"
+    """the hand rule's term the head starts from"""
     generations: int = 6
     """ES generations"""
     pairs: int = 3
@@ -80,7 +84,8 @@ def seed_loss(m: TimelineMetrics, base: TimelineMetrics, args: Args) -> float:
 def _specs(args: Args, policy: str, lifetime_args: tuple[tuple[str, str], ...] = ()) -> list[TimelineSpec]:
     lifetimes: LifetimeSource = args.lifetimes if lifetime_args else "hidden"
     return [
-        TimelineSpec(args.trace, policy, seed, load=load, lifetimes=lifetimes, lifetime_args=lifetime_args)
+        TimelineSpec(trace, policy, seed, load=load, lifetimes=lifetimes, lifetime_args=lifetime_args)
+        for trace in args.traces
         for load in args.loads
         for seed in args.seeds
     ]
@@ -113,7 +118,7 @@ def train(args: Args) -> dict[str, object]:
                 for k in range(len(heads))
             ]
 
-        center = LifetimeHead.teacher().weights.astype(np.float64)
+        center = LifetimeHead.teacher(blocked=args.start).weights.astype(np.float64)
         best_w, best_loss = center.copy(), float("inf")
         log: list[dict[str, object]] = []
         for generation in range(args.generations):
@@ -137,7 +142,7 @@ def train(args: Args) -> dict[str, object]:
             print(json.dumps(entry), flush=True)
     training = {
         "stage": "es",
-        "start": "fgd-reserve-lifetime (GPUHours, weight 10) as a head",
+        "start": f"fgd-reserve-lifetime ({args.start}, weight 10) as a head",
         **{k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(args).items()},
         "teacher_loss": log[0]["center_loss"] if log else None,
         "best_loss": best_loss,
@@ -151,10 +156,13 @@ def train(args: Args) -> dict[str, object]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--trace", default="default")
+    parser.add_argument("--traces", nargs="+", default=["default"])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--loads", type=float, nargs="+", default=[0.8])
     parser.add_argument("--lifetimes", choices=("oracle", "model"), default="oracle")
+    parser.add_argument("--start", choices=("GPUHours", "NodeHours"), default="GPUHours")
+    parser.add_argument("--whole-free-coef", type=float, default=1.0)
+    parser.add_argument("--alloc-coef", type=float, default=1.0)
     parser.add_argument("--generations", type=int, default=6)
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--sigma", type=float, default=2.0)
@@ -165,10 +173,13 @@ def main(argv: list[str] | None = None) -> None:
     ns = parser.parse_args(argv)
     train(
         Args(
-            trace=ns.trace,
+            traces=tuple(ns.traces),
             seeds=tuple(ns.seeds),
             loads=tuple(ns.loads),
             lifetimes=ns.lifetimes,
+            start=ns.start,
+            whole_free_coef=ns.whole_free_coef,
+            alloc_coef=ns.alloc_coef,
             generations=ns.generations,
             pairs=ns.pairs,
             sigma=ns.sigma,

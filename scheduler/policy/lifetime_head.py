@@ -35,6 +35,7 @@ from scheduler.framework.plugin import CycleContext
 from scheduler.plugins.args import GnnLifetimeArgs
 from scheduler.plugins.registry import ProfileContext
 from scheduler.plugins.remaining_lifetimes import RemainingLifetimes
+from scheduler.plugins.scores.fgd_reserve_lifetime import Blocked
 from scheduler.policy.features import FloatArray
 from scheduler.policy.lifetime_features import (
     LIFETIME_PAIR_FEATURES,
@@ -63,11 +64,13 @@ class LifetimeHead:
     training: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def teacher(cls, weight: float = 10.0) -> LifetimeHead:
-        """The hand rule ``fgd-reserve-lifetime`` (GPUHours) as a head: ``-weight`` on
-        ``blocked_gpu_hours``, 0 elsewhere (the starting point of training)."""
+    def teacher(cls, weight: float = 10.0, blocked: Blocked = "GPUHours") -> LifetimeHead:
+        """The hand rule ``fgd-reserve-lifetime`` as a head: ``-weight`` on
+        ``blocked_gpu_hours`` (GPUHours) or ``blocked_node_hours`` (NodeHours), 0
+        elsewhere (the starting point of training)."""
+        feature = "blocked_gpu_hours" if blocked == "GPUHours" else "blocked_node_hours"
         weights = np.zeros(len(LIFETIME_PAIR_FEATURES), np.float32)
-        weights[LIFETIME_PAIR_FEATURES.index("blocked_gpu_hours")] = -weight
+        weights[LIFETIME_PAIR_FEATURES.index(feature)] = -weight
         return cls(weights)
 
     def correction(

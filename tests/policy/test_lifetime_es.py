@@ -33,18 +33,22 @@ BASE = metrics(wait=100.0, failed=100.0, whole=10.0, alloc=75.0)
 
 
 @pytest.mark.parametrize(
-    ("case", "ours", "expected"),
+    ("case", "ours", "args", "expected"),
     [
-        ("fgd-reserve itself", BASE, 1.0),
+        ("fgd-reserve itself", BASE, Args(), 1.0),
         # (50 + 50) / 200 = 0.5
-        ("half the GPU-hours", metrics(50.0, 50.0, 10.0, 75.0), 0.5),
+        ("half the GPU-hours", metrics(50.0, 50.0, 10.0, 75.0), Args(), 0.5),
         # 1 - 20 / 100 = 0.8
-        ("20 points more whole free nodes", metrics(100.0, 100.0, 30.0, 75.0), 0.8),
+        ("20 points more whole free nodes", metrics(100.0, 100.0, 30.0, 75.0), Args(), 0.8),
+        # 1 - 3 x 20 / 100 = 0.4
+        ("whole free nodes weighed 3", metrics(100.0, 100.0, 30.0, 75.0), Args(whole_free_coef=3.0), 0.4),
         # within 0.05 points of allocation: no cost
-        ("0.05 points less allocated", metrics(100.0, 100.0, 10.0, 74.95), 1.0),
+        ("0.05 points less allocated", metrics(100.0, 100.0, 10.0, 74.95), Args(), 1.0),
         # 1 + (75 - 73 - 0.05) = 2.95
-        ("2 points less allocated", metrics(100.0, 100.0, 10.0, 73.0), 2.95),
+        ("2 points less allocated", metrics(100.0, 100.0, 10.0, 73.0), Args(), 2.95),
+        # 1 + 0.5 x 1.95 = 1.975
+        ("allocation weighed 0.5", metrics(100.0, 100.0, 10.0, 73.0), Args(alloc_coef=0.5), 1.975),
     ],
 )
-def test_seed_loss(case: str, ours: TimelineMetrics, expected: float) -> None:
-    assert seed_loss(ours, BASE, Args()) == pytest.approx(expected), case
+def test_seed_loss(case: str, ours: TimelineMetrics, args: Args, expected: float) -> None:
+    assert seed_loss(ours, BASE, args) == pytest.approx(expected), case

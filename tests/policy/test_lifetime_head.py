@@ -15,6 +15,7 @@ from scheduler.framework.profile import schedule_pod
 from scheduler.plugins.profiles import build_profile
 from scheduler.plugins.registry import ProfileContext
 from scheduler.plugins.remaining_lifetimes import HiddenLifetimes, OracleLifetimes, ResidentClock
+from scheduler.plugins.scores.fgd_reserve_lifetime import Blocked
 from scheduler.policy.lifetime_features import LIFETIME_PAIR_FEATURES, lifetime_pair_rows
 from scheduler.policy.lifetime_head import LifetimeHead, load_head, save_head
 from scheduler.policy.weights import CheckpointError
@@ -76,15 +77,23 @@ def test_unknown_encoding_adds_nothing(case: str, lifetimes: str, pod: object) -
     assert LifetimeHead.teacher().correction(source, state, pod, all_nodes(state)) is None, case
 
 
-def test_teacher_head_is_the_hand_rule() -> None:
-    """-10 x log2(1 + blocked GPU-hours): fgd-reserve-lifetime's GPUHours term."""
+@pytest.mark.parametrize(
+    ("blocked", "hours"),
+    [
+        # -10 x log2(1 + blocked hours): fgd-reserve-lifetime's term, in the node's
+        # GPU-hours or in node-hours (the features' table above).
+        ("GPUHours", [0, 24, 32, 8, 0]),
+        ("NodeHours", [0, 3, 4, 4, 0]),
+    ],
+)
+def test_teacher_head_is_the_hand_rule(blocked: Blocked, hours: list[float]) -> None:
     clock = ResidentClock()
     state = cluster(clock)
-    term = LifetimeHead.teacher().correction(
+    term = LifetimeHead.teacher(blocked=blocked).correction(
         oracle(clock, 4.0), state, make_pod("new", cpu="4", gpus=1), all_nodes(state)
     )
     assert term is not None
-    np.testing.assert_allclose(term, -10 * np.log2(1 + np.array([0, 24, 32, 8, 0])), rtol=1e-6)
+    np.testing.assert_allclose(term, -10 * np.log2(1 + np.array(hours)), rtol=1e-6)
 
 
 def test_head_round_trip_and_refusals(tmp_path: Path) -> None:
