@@ -3,8 +3,9 @@ with ``fgd-reserve``: today's ``gnn``, the hand rule ``fgd-reserve-lifetime`` (o
 model) and ``gnn-lifetime`` with lifetimes hidden, the trace's true ones (oracle) and
 the cross-fitted model's median.
 
-Per policy and load: GPU allocated and time-average whole free GPU nodes as mean
-paired differences in points with 95% Student-t intervals (``scheduler.sim.paired``),
+Per policy and load: GPU allocated, time-average whole free GPU nodes (all of them, and
+those of the largest GPU count, the nodes 8-GPU pods need) as mean paired differences
+in points with 95% Student-t intervals (``scheduler.sim.paired``),
 and GPU-hours waited by pods of 4+ GPUs and GPU-hours failed as ratios of their sums
 over the seeds to fgd-reserve's. Run:
 ``python -m scheduler.learn.lifetime_ablation --head <folder> --out runs/lifetime-ablation``.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -39,6 +41,16 @@ def arms(head: str) -> list[tuple[str, str, LifetimeSource, tuple[tuple[str, str
     ]
 
 
+def paired_metrics(largest: int) -> dict[str, Callable[[TimelineMetrics], float]]:
+    """The metrics compared as paired differences; ``largest``: the most GPUs a node has."""
+    return {
+        "gpu_alloc_mean": lambda m: m.gpu_alloc_mean,
+        "whole_free_nodes_pct": lambda m: m.whole_free_nodes_pct or 0.0,
+        "whole_free_largest_pct": lambda m: m.whole_free_pct_by_gpus.get(largest, 0.0),
+        "multi_gpu_failed": lambda m: float(m.multi_gpu_failed),
+    }
+
+
 def _metrics(spec: TimelineSpec) -> TimelineMetrics:
     return run_timeline(spec).metrics
 
@@ -58,16 +70,18 @@ def ablation(
     rows: list[dict[str, object]] = []
     for load in loads:
         base = {s: results[(load, BASELINE, s)] for s in seeds}
+        largest = max((g for m in base.values() for g in m.whole_free_pct_by_gpus), default=0)
+        values = paired_metrics(largest)
         for label, *_ in arms(head):
             ours = {s: results[(load, label, s)] for s in seeds}
-            row: dict[str, object] = {"load": load, "policy": label}
-            for metric in ("gpu_alloc_mean", "whole_free_nodes_pct", "multi_gpu_failed"):
+            row: dict[str, object] = {"load": load, "policy": label, "largest_gpus": largest}
+            for metric, value in values.items():
                 d = paired_difference(
                     label,
                     BASELINE,
                     metric,
-                    {s: float(getattr(m, metric) or 0.0) for s, m in ours.items()},
-                    {s: float(getattr(m, metric) or 0.0) for s, m in base.items()},
+                    {s: value(m) for s, m in ours.items()},
+                    {s: value(m) for s, m in base.items()},
                 )
                 row[metric] = [None, None, None] if d is None else [d.mean, d.low, d.high]
             for metric in ("multi_gpu_wait_gpu_hours", "gpu_hours_failed"):
@@ -90,15 +104,18 @@ def _interval(values: object) -> str:
 
 def table(rows: list[dict[str, object]]) -> str:
     lines = [
-        "| load | policy | GPU alloc | whole free nodes | 4+ GPU failed | wait GPU-h | failed GPU-h |",
-        "|---|---|---|---|---|---|---|",
+        "| load | policy | GPU alloc | whole free nodes | of the most GPUs (G) | 4+ GPU failed "
+        "| wait GPU-h | failed GPU-h |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         if r["policy"] == BASELINE:
             continue
         lines.append(
             f"| {r['load']:g} | {r['policy']} | {_interval(r['gpu_alloc_mean'])} | "
-            f"{_interval(r['whole_free_nodes_pct'])} | {_interval(r['multi_gpu_failed'])} | "
+            f"{_interval(r['whole_free_nodes_pct'])} | "
+            f"{_interval(r['whole_free_largest_pct'])} ({r['largest_gpus']}) | "
+            f"{_interval(r['multi_gpu_failed'])} | "
             f"{r['multi_gpu_wait_gpu_hours_ratio']:.2f}x | {r['gpu_hours_failed_ratio']:.2f}x |"
         )
     return "\n".join(lines)

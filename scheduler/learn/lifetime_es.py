@@ -11,10 +11,11 @@ seed, against ``fgd-reserve`` on the same seed (lower is better):
     (W + F) / (W0 + F0) - whole_free_coef * (N - N0) / 100 + alloc_coef * max(0, A0 - A - 0.05)
 
 W: GPU-hours waited by pods of 4+ GPUs, F: GPU-hours failed, N: time-average whole free
-GPU nodes (%), A: GPU allocated (%); 0 marks fgd-reserve's. The head kept is the one
-with the lowest mean loss over the training traces, loads and seeds among every head evaluated (the
-centre of each generation included). Train on seeds disjoint from the evaluation's
-(42-51). Run: ``python -m scheduler.learn.lifetime_es --out runs/lifetime-es``.
+GPU nodes (%; only the nodes of ``whole_free_gpus`` GPUs, when set), A: GPU allocated
+(%); 0 marks fgd-reserve's. The head kept is the one with the lowest mean loss over the
+training traces, loads and seeds among every head evaluated (the centre of each
+generation included). Train on seeds disjoint from the evaluation's (42-51). Run:
+``python -m scheduler.learn.lifetime_es --out runs/lifetime-es``.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ class Args:
     """step size on the rank-shaped gradient estimate"""
     whole_free_coef: float = 1.0
     """weight of whole free nodes (per 100 points) in the loss"""
+    whole_free_gpus: int | None = None
+    """count only the nodes of this many GPUs as whole free (None: every GPU node)"""
     alloc_coef: float = 1.0
     """weight of GPU allocation lost past 0.05 points"""
     workers: int = 2
@@ -73,10 +76,16 @@ def _metrics(spec: TimelineSpec) -> TimelineMetrics:
     return run_timeline(spec).metrics
 
 
+def _whole_free(m: TimelineMetrics, gpus: int | None) -> float:
+    if gpus is None:
+        return m.whole_free_nodes_pct or 0.0
+    return m.whole_free_pct_by_gpus.get(gpus, 0.0)
+
+
 def seed_loss(m: TimelineMetrics, base: TimelineMetrics, args: Args) -> float:
     cost = m.multi_gpu_wait_gpu_hours + m.gpu_hours_failed
     base_cost = max(base.multi_gpu_wait_gpu_hours + base.gpu_hours_failed, 1e-9)
-    whole = (m.whole_free_nodes_pct or 0.0) - (base.whole_free_nodes_pct or 0.0)
+    whole = _whole_free(m, args.whole_free_gpus) - _whole_free(base, args.whole_free_gpus)
     lost = max(0.0, base.gpu_alloc_mean - m.gpu_alloc_mean - 0.05)
     return cost / base_cost - args.whole_free_coef * whole / 100.0 + args.alloc_coef * lost
 
@@ -162,6 +171,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lifetimes", choices=("oracle", "model"), default="oracle")
     parser.add_argument("--start", choices=("GPUHours", "NodeHours"), default="GPUHours")
     parser.add_argument("--whole-free-coef", type=float, default=1.0)
+    parser.add_argument("--whole-free-gpus", type=int, default=None)
     parser.add_argument("--alloc-coef", type=float, default=1.0)
     parser.add_argument("--generations", type=int, default=6)
     parser.add_argument("--pairs", type=int, default=3)
@@ -179,6 +189,7 @@ def main(argv: list[str] | None = None) -> None:
             lifetimes=ns.lifetimes,
             start=ns.start,
             whole_free_coef=ns.whole_free_coef,
+            whole_free_gpus=ns.whole_free_gpus,
             alloc_coef=ns.alloc_coef,
             generations=ns.generations,
             pairs=ns.pairs,

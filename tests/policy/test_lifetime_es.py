@@ -8,11 +8,13 @@ from scheduler.learn.lifetime_es import Args, seed_loss
 from scheduler.sim.timeline_metrics import TimelineMetrics
 
 
-def metrics(wait: float, failed: float, whole: float, alloc: float) -> TimelineMetrics:
+def metrics(
+    wait: float, failed: float, whole: float, alloc: float, whole_8gpu: float = 1.0
+) -> TimelineMetrics:
     return TimelineMetrics(
         gpu_alloc_mean=alloc,
         whole_free_nodes_pct=whole,
-        whole_free_pct_by_gpus={},
+        whole_free_pct_by_gpus={2: whole, 8: whole_8gpu},
         multi_gpu_pods=10,
         multi_gpu_failed=0,
         multi_gpu_wait_p50_s=None,
@@ -42,6 +44,15 @@ BASE = metrics(wait=100.0, failed=100.0, whole=10.0, alloc=75.0)
         ("20 points more whole free nodes", metrics(100.0, 100.0, 30.0, 75.0), Args(), 0.8),
         # 1 - 3 x 20 / 100 = 0.4
         ("whole free nodes weighed 3", metrics(100.0, 100.0, 30.0, 75.0), Args(whole_free_coef=3.0), 0.4),
+        # only the 8-GPU nodes count: 1 - 5 x (6 - 1) / 100 = 0.75, the 2-GPU ones' 20 points not
+        (
+            "whole free 8-GPU nodes weighed 5",
+            metrics(100.0, 100.0, 30.0, 75.0, whole_8gpu=6.0),
+            Args(whole_free_coef=5.0, whole_free_gpus=8),
+            0.75,
+        ),
+        # no node of that many GPUs: nothing counts
+        ("no 4-GPU nodes", metrics(100.0, 100.0, 30.0, 75.0), Args(whole_free_gpus=4), 1.0),
         # within 0.05 points of allocation: no cost
         ("0.05 points less allocated", metrics(100.0, 100.0, 10.0, 74.95), Args(), 1.0),
         # 1 + (75 - 73 - 0.05) = 2.95
