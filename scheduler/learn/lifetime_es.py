@@ -48,7 +48,7 @@ class Args:
     """offered GPU loads the cluster is sized for"""
     lifetimes: LifetimeSource = "oracle"
     """what the head is told during training"""
-    start: Blocked = "GPUHours"
+    start_blocked: Blocked = "GPUHours"
     """the hand rule's term the head starts from"""
     generations: int = 6
     """ES generations"""
@@ -127,7 +127,7 @@ def train(args: Args) -> dict[str, object]:
                 for k in range(len(heads))
             ]
 
-        center = LifetimeHead.teacher(blocked=args.start).weights.astype(np.float64)
+        center = LifetimeHead.teacher(blocked=args.start_blocked).weights.astype(np.float64)
         best_w, best_loss = center.copy(), float("inf")
         log: list[dict[str, object]] = []
         for generation in range(args.generations):
@@ -151,7 +151,7 @@ def train(args: Args) -> dict[str, object]:
             print(json.dumps(entry), flush=True)
     training = {
         "stage": "es",
-        "start": f"fgd-reserve-lifetime ({args.start}, weight 10) as a head",
+        "start": f"fgd-reserve-lifetime ({args.start_blocked}, weight 10) as a head",
         **{k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(args).items()},
         "teacher_loss": log[0]["center_loss"] if log else None,
         "best_loss": best_loss,
@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> None:
             seeds=tuple(ns.seeds),
             loads=tuple(ns.loads),
             lifetimes=ns.lifetimes,
-            start=ns.start,
+            start_blocked=ns.start,
             whole_free_coef=ns.whole_free_coef,
             whole_free_gpus=ns.whole_free_gpus,
             alloc_coef=ns.alloc_coef,
