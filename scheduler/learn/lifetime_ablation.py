@@ -45,8 +45,8 @@ def paired_metrics(largest: int) -> dict[str, Callable[[TimelineMetrics], float]
     """The metrics compared as paired differences; ``largest``: the most GPUs a node has."""
     return {
         "gpu_alloc_mean": lambda m: m.gpu_alloc_mean,
-        "whole_free_nodes_pct": lambda m: m.whole_free_nodes_pct or 0.0,
-        "whole_free_largest_pct": lambda m: m.whole_free_pct_by_gpus.get(largest, 0.0),
+        "whole_free_nodes_pct": lambda m: m.whole_free_pct(),
+        "whole_free_largest_pct": lambda m: m.whole_free_pct(largest),
         "multi_gpu_failed": lambda m: float(m.multi_gpu_failed),
     }
 

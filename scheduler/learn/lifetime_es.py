@@ -76,16 +76,10 @@ def _metrics(spec: TimelineSpec) -> TimelineMetrics:
     return run_timeline(spec).metrics
 
 
-def _whole_free(m: TimelineMetrics, gpus: int | None) -> float:
-    if gpus is None:
-        return m.whole_free_nodes_pct or 0.0
-    return m.whole_free_pct_by_gpus.get(gpus, 0.0)
-
-
 def seed_loss(m: TimelineMetrics, base: TimelineMetrics, args: Args) -> float:
     cost = m.multi_gpu_wait_gpu_hours + m.gpu_hours_failed
     base_cost = max(base.multi_gpu_wait_gpu_hours + base.gpu_hours_failed, 1e-9)
-    whole = _whole_free(m, args.whole_free_gpus) - _whole_free(base, args.whole_free_gpus)
+    whole = m.whole_free_pct(args.whole_free_gpus) - base.whole_free_pct(args.whole_free_gpus)
     lost = max(0.0, base.gpu_alloc_mean - m.gpu_alloc_mean - 0.05)
     return cost / base_cost - args.whole_free_coef * whole / 100.0 + args.alloc_coef * lost
 

@@ -65,6 +65,13 @@ class TimelineMetrics:
     pending_mean: float
     seconds: float
 
+    def whole_free_pct(self, gpus: int | None = None) -> float:
+        """Whole free GPU nodes, %: of every GPU node, or of the nodes of ``gpus`` GPUs
+        (0 where the cluster has none); 0 where nothing was measured."""
+        if gpus is None:
+            return self.whole_free_nodes_pct or 0.0
+        return self.whole_free_pct_by_gpus.get(gpus, 0.0)
+
     def as_dict(self) -> dict[str, float | int | None]:
         """Flat: ``whole_free_pct_by_gpus`` as ``whole_free_<g>gpu_pct``."""
         out: dict[str, float | int | None] = {
