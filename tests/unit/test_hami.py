@@ -6,10 +6,15 @@ protocol research show them."""
 from __future__ import annotations
 
 import datetime as dt
+import json
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler.objects.node_manifest import node_from_manifest
+from scheduler.resources import hami
 from scheduler.resources.hami import (
     ContainerDevice,
     Device,
@@ -98,6 +103,71 @@ def test_register_round_trips_as_the_plugin_writes_it() -> None:
 def test_bad_register_annotations_say_what_is_wrong(text: str, problem: str) -> None:
     with pytest.raises(ProtocolError, match=problem):
         parse_register(text)
+
+
+def strict_register(text: str) -> list[Device]:
+    """``parse_register`` through the strict readers only (no fast path, no cache)."""
+    stripped = text.strip()
+    if stripped.startswith(("[", "{")):
+        return [hami._json_device(i, item) for i, item in enumerate(json.loads(stripped))]
+    return [hami._strict_colon_device(i, part) for i, part in enumerate(p for p in stripped.split(":") if p)]
+
+
+def outcome(read: Any, text: str) -> object:
+    try:
+        return read(text)
+    except (ProtocolError, json.JSONDecodeError, TypeError, AttributeError) as error:
+        return type(error)
+
+
+JSON_VALUES = st.one_of(
+    st.integers(-(2**31) - 1, 2**31),
+    st.booleans(),
+    st.none(),
+    st.floats(allow_nan=False),
+    st.sampled_from(["", "hami-core", "mig", "NVIDIA A100", "GPU-a"]),
+    st.lists(st.integers(), max_size=1),
+)
+JSON_DEVICE = st.dictionaries(
+    st.sampled_from(["id", "index", "count", "devmem", "devcore", "type", "numa", "mode", "health", "x"]),
+    JSON_VALUES,
+)
+NUMBER = st.one_of(
+    st.integers(-(2**31) - 1, 2**31).map(str), st.sampled_from(["+1", "-0", "x", "", "1.0", "١"])
+)
+COLON_DEVICE = st.builds(
+    lambda uuid, numbers, health, extra: ",".join(
+        [uuid, *numbers[:3], "NVIDIA-T4", numbers[3], health, *extra]
+    ),
+    st.sampled_from(["GPU-a", "GPU-b", ""]),
+    st.lists(NUMBER, min_size=4, max_size=4),
+    st.sampled_from(["true", "false", "T", "0", "maybe"]),
+    st.one_of(st.just([]), st.tuples(NUMBER, st.sampled_from(["", "mig", "hami-core"])).map(list)),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(devices=st.lists(JSON_DEVICE, max_size=4))
+def test_json_fast_path_reads_as_the_strict_reader(devices: list[dict[str, Any]]) -> None:
+    text = json.dumps(devices)
+    assert outcome(parse_register, text) == outcome(strict_register, text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(devices=st.lists(COLON_DEVICE, max_size=4))
+def test_colon_devices_read_once_read_as_the_strict_reader(devices: list[str]) -> None:
+    text = ":".join(devices) + ":"
+    # Twice: the second reads what follows each UUID from what the first kept.
+    assert outcome(parse_register, text) == outcome(strict_register, text)
+    assert outcome(parse_register, text) == outcome(strict_register, text)
+
+
+def test_a_kept_colon_device_takes_each_devices_own_uuid() -> None:
+    tail = f"10,81920,100,{A100},1,false,3,mig"
+    first, second = parse_register(f"GPU-x,{tail}:GPU-y,{tail}:")
+    assert (first.uuid, second.uuid) == ("GPU-x", "GPU-y")
+    assert first == Device("GPU-x", 3, 10, 81920, 100, A100, 1, "mig", False)
+    assert second == Device("GPU-y", 3, 10, 81920, 100, A100, 1, "mig", False)
 
 
 # ---- a node's GPUs ---------------------------------------------------------------------
