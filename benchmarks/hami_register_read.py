@@ -57,7 +57,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
     for form, texts in annotations(args.nodes).items():
-        assert [parse for parse in map(hami.parse_register, texts)] == [parse for parse in map(strict, texts)]
+        if list(map(hami.parse_register, texts)) != list(map(strict, texts)):
+            raise SystemExit(f"{form}: parse_register and the strict readers disagree")
         rounds: dict[str, list[float]] = {"strict": [], "parse_register": []}
         for _ in range(args.rounds):  # interleaved
             rounds["strict"].append(cpu_seconds(strict, texts))

@@ -96,9 +96,10 @@ def _int_text(text: str, what: str) -> int:
 # Devices as the plugin writes them take a fast path; anything else takes the strict
 # readers below, which give the same result or name the field that is wrong
 # (tests/unit/test_hami.py checks that the two agree). CPU to read 5,000 nodes of 8
-# devices, medians of 7, two runs on the busy 2-core dev machine (/tmp/hami_bench.py of
-# the session, each node's UUIDs its own): JSON 0.25-0.29 s before, 0.17 s with the fast
-# path; colon form 0.24-0.25 s before, 0.07 s reading each tail once.
+# devices, each node's UUIDs its own (``benchmarks/hami_register_read.py``, medians of
+# 7, two runs on the busy 2-core dev machine): JSON 0.25-0.29 s through the strict
+# reader, 0.17-0.19 s with the fast path; colon form 0.24-0.29 s, 0.07-0.08 s reading
+# each tail once.
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 _JUST_INTS = {int}
 
