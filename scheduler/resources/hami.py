@@ -148,8 +148,10 @@ _GO_FALSE = ("0", "f", "F", "FALSE", "false", "False")
 
 
 # A colon device's fields after its UUID, once read: devices of one model and node
-# type repeat them. Bounded, so that odd annotations cannot grow it without end.
+# type repeat them (about 50 characters). Bounded in count and in length, so that odd
+# annotations (up to 256 KiB each) cannot grow it past about 256 KiB.
 _COLON_TAILS_KEPT = 1024
+_COLON_TAIL_LONGEST = 256
 _colon_tails: dict[str, Device] = {}
 
 
@@ -159,7 +161,7 @@ def _colon_device(i: int, text: str) -> Device:
     known = _colon_tails.get(tail)
     if known is None:
         device = _strict_colon_device(i, text)
-        if len(_colon_tails) < _COLON_TAILS_KEPT:
+        if len(_colon_tails) < _COLON_TAILS_KEPT and len(tail) <= _COLON_TAIL_LONGEST:
             _colon_tails[tail] = device
         return device
     return Device(

@@ -170,6 +170,15 @@ def test_a_kept_colon_device_takes_each_devices_own_uuid() -> None:
     assert second == Device("GPU-y", 3, 10, 81920, 100, A100, 1, "mig", False)
 
 
+def test_kept_colon_tails_are_bounded_in_count_and_length() -> None:
+    long_type = "T" * (hami._COLON_TAIL_LONGEST + 1)
+    assert parse_register(f"GPU-a,10,1,100,{long_type},0,true:")[0].type == long_type
+    assert not any(long_type in tail for tail in hami._colon_tails)
+    for memory in range(hami._COLON_TAILS_KEPT + 10):
+        assert parse_register(f"GPU-a,10,{memory},100,T,0,true:")[0].memory_mib == memory
+    assert len(hami._colon_tails) <= hami._COLON_TAILS_KEPT
+
+
 # ---- a node's GPUs ---------------------------------------------------------------------
 
 
