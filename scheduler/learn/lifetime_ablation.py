@@ -27,10 +27,14 @@ from scheduler.sim.timeline_metrics import TimelineMetrics, run_timeline
 BASELINE = "fgd-reserve"
 
 
-def arms(head: str) -> list[tuple[str, str, LifetimeSource, tuple[tuple[str, str], ...]]]:
-    """(label, policy, lifetimes, lifetime args) of each arm."""
+Arm = tuple[str, str, LifetimeSource, tuple[tuple[str, str], ...]]
+
+
+def arms(head: str, only: list[str] | None = None) -> list[Arm]:
+    """(label, policy, lifetimes, lifetime args) of each arm; with ``only``, the
+    baseline and the arms of those labels (raises ``ValueError`` for a label no arm has)."""
     told = (("head", head),) if head else ()
-    return [
+    every: list[Arm] = [
         (BASELINE, BASELINE, "hidden", ()),
         ("gnn", "gnn", "hidden", ()),
         ("fgd-reserve-lifetime[oracle]", "fgd-reserve-lifetime", "oracle", ()),
@@ -39,6 +43,12 @@ def arms(head: str) -> list[tuple[str, str, LifetimeSource, tuple[tuple[str, str
         ("gnn-lifetime[oracle]", "gnn-lifetime", "oracle", told),
         ("gnn-lifetime[model]", "gnn-lifetime", "model", told),
     ]
+    if only is None:
+        return every
+    unknown = sorted(set(only) - {label for label, *_ in every})
+    if unknown:
+        raise ValueError(f"no arm {', '.join(unknown)}; the arms: {', '.join(label for label, *_ in every)}")
+    return [arm for arm in every if arm[0] == BASELINE or arm[0] in only]
 
 
 def paired_metrics(largest: int) -> dict[str, Callable[[TimelineMetrics], float]]:
@@ -56,13 +66,14 @@ def _metrics(spec: TimelineSpec) -> TimelineMetrics:
 
 
 def ablation(
-    trace: str, loads: list[float], seeds: list[int], head: str, workers: int
+    trace: str, loads: list[float], seeds: list[int], head: str, workers: int, only: list[str] | None = None
 ) -> list[dict[str, object]]:
-    keys = [(load, label, seed) for load in loads for label, *_ in arms(head) for seed in seeds]
+    chosen = arms(head, only)
+    keys = [(load, label, seed) for load in loads for label, *_ in chosen for seed in seeds]
     specs = [
         TimelineSpec(trace, policy, seed, load=load, lifetimes=lifetimes, lifetime_args=args)
         for load in loads
-        for _, policy, lifetimes, args in arms(head)
+        for _, policy, lifetimes, args in chosen
         for seed in seeds
     ]
     with ProcessPoolExecutor(workers) as pool:
@@ -72,7 +83,7 @@ def ablation(
         base = {s: results[(load, BASELINE, s)] for s in seeds}
         largest = max((g for m in base.values() for g in m.whole_free_pct_by_gpus), default=0)
         values = paired_metrics(largest)
-        for label, *_ in arms(head):
+        for label, *_ in chosen:
             ours = {s: results[(load, label, s)] for s in seeds}
             row: dict[str, object] = {"load": load, "policy": label, "largest_gpus": largest}
             for metric, value in values.items():
@@ -129,8 +140,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--head", default="", help="the head's folder (empty: the shipped one)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path("runs/lifetime-ablation"))
+    parser.add_argument(
+        "--arms", nargs="+", default=None, help="only these arms, by label, beside the baseline [all]"
+    )
     ns = parser.parse_args(argv)
-    rows = ablation(ns.trace, ns.loads, ns.seeds, ns.head, ns.workers)
+    try:
+        arms(ns.head, ns.arms)
+    except ValueError as error:
+        parser.error(str(error))
+    rows = ablation(ns.trace, ns.loads, ns.seeds, ns.head, ns.workers, ns.arms)
     ns.out.mkdir(parents=True, exist_ok=True)
     (ns.out / "ablation.json").write_text(json.dumps(rows, indent=2, default=str) + "\n")
     text = table(rows)

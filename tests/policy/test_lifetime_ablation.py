@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.learn.lifetime_ablation import paired_metrics, table
+from scheduler.learn.lifetime_ablation import BASELINE, arms, main, paired_metrics, table
 from tests.policy.test_lifetime_es import metrics
 
 # 2-GPU nodes whole free 30% of the time, 8-GPU nodes 6%.
@@ -45,3 +45,27 @@ def test_table_row_names_the_largest_nodes() -> None:
         "| 0.8 | gnn-lifetime[model] | +1.50 [+0.50, +2.50] | +17.00 [+12.00, +22.00] | +3.10 (8) "
         "| -8.00 [-10.00, -6.00] | 0.77x | 0.69x |"
     )
+
+
+@pytest.mark.parametrize(
+    ("only", "labels"),
+    [
+        (None, None),  # every arm
+        (["gnn-lifetime[model]"], [BASELINE, "gnn-lifetime[model]"]),
+        (
+            ["gnn-lifetime[oracle]", "gnn-lifetime[model]"],
+            [BASELINE, "gnn-lifetime[oracle]", "gnn-lifetime[model]"],
+        ),
+        ([BASELINE], [BASELINE]),
+    ],
+)
+def test_arms_chosen_by_label_keep_the_baseline(only: list[str] | None, labels: list[str] | None) -> None:
+    every = [label for label, *_ in arms("h")]
+    assert [label for label, *_ in arms("h", only)] == (every if labels is None else labels)
+
+
+def test_an_unknown_arm_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["--arms", "gnn-lifetime[psychic]"])
+    assert done.value.code == 2
+    assert "no arm gnn-lifetime[psychic]" in capsys.readouterr().err
