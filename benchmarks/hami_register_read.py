@@ -9,20 +9,11 @@ before the fast paths. Each node's devices have UUIDs of their own, as on a clus
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from collections.abc import Callable
 
 from scheduler.resources import hami
-
-
-def strict(text: str) -> list[hami.Device]:
-    """``parse_register`` through the strict readers only."""
-    stripped = text.strip()
-    if stripped.startswith(("[", "{")):
-        return [hami._json_device(i, item) for i, item in enumerate(json.loads(stripped))]
-    return [hami._strict_colon_device(i, part) for i, part in enumerate(p for p in stripped.split(":") if p)]
 
 
 def annotations(nodes: int) -> dict[str, list[str]]:
@@ -57,11 +48,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
     for form, texts in annotations(args.nodes).items():
-        if list(map(hami.parse_register, texts)) != list(map(strict, texts)):
+        if list(map(hami.parse_register, texts)) != list(map(hami.parse_register_strictly, texts)):
             raise SystemExit(f"{form}: parse_register and the strict readers disagree")
         rounds: dict[str, list[float]] = {"strict": [], "parse_register": []}
         for _ in range(args.rounds):  # interleaved
-            rounds["strict"].append(cpu_seconds(strict, texts))
+            rounds["strict"].append(cpu_seconds(hami.parse_register_strictly, texts))
             rounds["parse_register"].append(cpu_seconds(hami.parse_register, texts))
         medians = {name: statistics.median(values) for name, values in rounds.items()}
         print(
