@@ -5,7 +5,8 @@ Kubernetes module, read in place) run against kube-scheduler and rl-scheduler pr
     nice -n 10 .venv/bin/python benchmarks/scheduler_perf.py --nodes 500,1000 \\
         [--cases SchedulingBasic,SchedulingPodAffinity,...] \\
         [--schedulers kube-scheduler,fgd-reserve,fgd,gnn] [--rounds 3] [--qps-burst 5000/5000] \\
-        [--name rl-perf] [--run-timeout 600] [--out runs/scheduler_perf] [--keep-cluster] [--list]
+        [--name rl-perf] [--run-timeout 600] [--measured before-start|while-running] \\
+        [--out runs/scheduler_perf] [--keep-cluster] [--list]
 
 For each node count and test case (sized as ``scheduler_perf_plan`` says; ``--list``
 prints the plans and the skipped cases with why): it makes the nodes from the case's
@@ -24,7 +25,11 @@ case's pods (``scheduler_perf_checks``, ``_fit``, ``_volume_checks``, ``_claim_c
 Each round's line also says when the first and the last bind came after the scheduler's
 start, and the scheduler's attempts by result, from its /metrics: where binds wait on
 something else (a preemptor on its victims' deletions), the rate after the first bind
-says how the binds bunch, and the last bind says when the work was done. The run's
+says how the binds bunch, and the last bind says when the work was done. With
+``--measured while-running`` the measured pods are made once the scheduler's /readyz
+answers, as kube's harness makes them while its scheduler runs; creation then paces both
+schedulers, and a preemptor is tried as it arrives instead of in one pass over all of
+them. The run's
 pods are then deleted; the init pods stay for the next run unless the run may have
 removed some (preemption, deletions, churn). Tables (``scheduler_perf_report``): medians
 over rounds, lowest and highest pods/s, and x kube = median / kube-scheduler's median;
@@ -104,6 +109,7 @@ from devcluster.binaries import Binaries
 from devcluster.workload import new_run_id
 
 INIT_SCHEDULER = "perf-init"
+BEFORE_START, WHILE_RUNNING = "before-start", "while-running"  # --measured
 STALL_S = 30.0  # no bind for this long with pods pending: the run is over
 FIRST_BIND_S = 180.0  # the same, before the first bind
 POLL_S = 0.2
@@ -122,6 +128,8 @@ class RunResult:
     span_s: float = math.nan
     first_bind_s: float = math.nan  # from the scheduler's start to the first bind
     last_bind_s: float = math.nan  # and to the last: when every measured pod it bound was bound
+    ready_s: float = math.nan  # --measured while-running: from its start to /readyz answering
+    created_s: float = math.nan  # --measured while-running: creating the measured pods took
     attempts: dict[str, int] = field(default_factory=dict)  # result -> scheduling attempts, from /metrics
     pending: dict[str, int] = field(default_factory=dict)  # reason -> measured pods
     others_pending: dict[str, int] = field(default_factory=dict)  # the same for background, churned pods
@@ -189,7 +197,11 @@ def place_init_pods(core: client.CoreV1Api, context: RunContext, init: list[PodO
         create_all(core, init)
         wait_bound(placer, watcher, len(init), 600)
         if watcher.bound < len(init):
-            raise RuntimeError(f"kube-scheduler placed {watcher.bound} of {len(init)} init pods")
+            pending = pending_reasons(raw_list(core, label_selector=f"{PERF_LABEL}=init")["items"])
+            raise RuntimeError(
+                f"kube-scheduler placed {watcher.bound} of {len(init)} init pods; pending: "
+                + "; ".join(f"{n}: {reason[:200]}" for reason, n in sorted(pending.items()))
+            )
     finally:
         placer.stop()
         watcher.stop()
@@ -246,7 +258,8 @@ def measure(shared: CaseCluster, args: argparse.Namespace, result: RunResult) ->
         if shared.uses_claims:  # the last run's claims deallocated (shared ones) or deleted (from templates)
             wait_claims_released(client.ResourceV1Api(core.api_client), shared.pod_namespaces, 120)
         create_all(core, background)
-        if not the_plan.barrier_stage:  # made before the scheduler starts, so creation does not pace it
+        before_start = args.measured == BEFORE_START and not the_plan.barrier_stage
+        if before_start:  # so that creation does not pace the scheduler
             create_all(core, pods)
         watcher.start()
         run_dir = shared.workdir / f"{scheduler.scheduler_name}-{result.round}"
@@ -256,9 +269,13 @@ def measure(shared: CaseCluster, args: argparse.Namespace, result: RunResult) ->
         if the_plan.barrier_stage:
             selector = f"{PERF_LABEL}={run},{ROLE_LABEL}=background"
             wait_barrier(core, selector, the_plan.barrier_stage, args.run_timeout)
+        elif not before_start:  # kube's harness: its scheduler runs when createPods starts
+            result.ready_s = scheduler.wait_ready(args.run_timeout)
         activity.start()
-        if the_plan.barrier_stage:
+        if not before_start:
+            created = time.time()
             create_all(core, pods)
+            result.created_s = time.time() - created
         wait_bound(scheduler, watcher, len(pods), args.run_timeout)
         activity.stop()
         record_binds(result, sorted(watcher.bound_at.values()), started, scheduler)
@@ -269,7 +286,12 @@ def measure(shared: CaseCluster, args: argparse.Namespace, result: RunResult) ->
             f"{result.pods_per_s:.1f} pods/s, {result.bound}/{result.measured} bound, "
             f"{len(result.broken)} constraints broken ({result.ran}); binds from "
             f"{result.first_bind_s:.1f} to {result.last_bind_s:.1f} s after its start, "
-            f"attempts {attempts_text(result.attempts)}",
+            + (
+                f"measured pods made from {result.ready_s:.1f} s (/readyz) in {result.created_s:.1f} s, "
+                if not math.isnan(result.ready_s)
+                else ""
+            )
+            + f"attempts {attempts_text(result.attempts)}",
             flush=True,
         )
     except (SchedulerExitedError, RunTimeoutError, ApiException, RuntimeError, OSError, ValueError) as error:
@@ -403,12 +425,17 @@ def run_case(
     results: list[RunResult] = []
     for round_ in range(1, args.rounds + 1):
         for variant in args.schedulers:
-            if the_plan.replaces_init and results:  # the last run may have removed init pods
-                delete_run_pods(core, namespaces, f"{PERF_LABEL}=init")
-                place()
             result = RunResult(the_plan.case, the_plan.nodes, variant, round_, the_plan.measured_pods)
-            measure(shared, args, result)
             results.append(result)
+            if the_plan.replaces_init and len(results) > 1:  # the last run may have removed init pods
+                delete_run_pods(core, namespaces, f"{PERF_LABEL}=init")
+                try:
+                    place()
+                except (RunTimeoutError, RuntimeError) as error:  # this run is lost, the next places anew
+                    result.error = f"init pods: {error}"
+                    print(f"  {variant} round {round_}: FAILED: {result.error}", flush=True)
+                    continue
+            measure(shared, args, result)
     delete_run_pods(core, namespaces, PERF_LABEL)
     return results
 
@@ -427,6 +454,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--qps-burst", default="5000/5000")
     parser.add_argument("--name", default="rl-perf")
     parser.add_argument("--run-timeout", type=float, default=600)
+    parser.add_argument(
+        "--measured",
+        choices=(BEFORE_START, WHILE_RUNNING),
+        default=BEFORE_START,
+        help="when the measured pods are made: before the scheduler starts (creation does not pace it), "
+        "or once its /readyz answers, as kube's harness makes them while its scheduler runs "
+        f"(cases with a barrier make them after it either way) [{BEFORE_START}]",
+    )
     parser.add_argument("--checkpoint", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "scheduler_perf")
     parser.add_argument("--keep-cluster", action="store_true", help="leave the cluster running")
@@ -483,18 +518,25 @@ def main(argv: list[str] | None = None) -> int:
     folder = args.out / dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     folder.mkdir(parents=True, exist_ok=True)
     results: list[RunResult] = []
+    failed: list[str] = []  # cases whose setup failed (the init pods not all placed, ...): the run goes on
     try:
         for the_plan in runnable:
             print(f"{the_plan.case} at {the_plan.nodes} nodes:", flush=True)
-            results += run_case(core, info.kubeconfig, the_plan, args, folder)
+            try:
+                results += run_case(core, info.kubeconfig, the_plan, args, folder)
+            except (RunTimeoutError, ApiException, RuntimeError, OSError) as error:
+                failed.append(f"{the_plan.case} at {the_plan.nodes} nodes: {error}")
+                print(f"  FAILED: {error}", flush=True)
             (folder / "results.json").write_text(json.dumps([asdict(r) for r in results], indent=1))
     finally:
         if not args.keep_cluster:
             cluster.down(args.name)
     report = table(results, args.schedulers)
+    if failed:
+        report += "\n\nfailed:\n" + "\n".join(failed)
     print(report)
     (folder / "table.txt").write_text(report + "\n\nskipped:\n" + "\n".join(skipped) + "\n")
-    return 0 if all(not r.error and not r.broken for r in results) else 1
+    return 0 if not failed and all(not r.error and not r.broken for r in results) else 1
 
 
 if __name__ == "__main__":

@@ -195,8 +195,32 @@ class SchedulerUnderTest:
                 return result
             time.sleep(0.2)
 
+    def serving_get(self, path: str) -> str:
+        """GET ``path`` of the serving port: kube-scheduler and rl-scheduler both serve
+        HTTPS on 127.0.0.1 here, with a self-signed certificate."""
+        assert self.context is not None, "not started"
+        insecure = ssl.create_default_context()
+        insecure.check_hostname = False
+        insecure.verify_mode = ssl.CERT_NONE
+        return _get(f"https://127.0.0.1:{self.context.port}{path}", insecure)
+
     def scrape(self) -> str:
-        raise NotImplementedError
+        return self.serving_get("/metrics")
+
+    def wait_ready(self, timeout_s: float) -> float:
+        """Until /readyz answers 200 (kube-scheduler: its informers synced and handlers
+        registered; rl-scheduler: its caches synced and a profile loaded); the seconds
+        it took. A scheduler that exits meanwhile raises ``SchedulerExitedError``."""
+        started = time.monotonic()
+        while True:
+            self.check_alive()
+            try:
+                self.serving_get("/readyz")
+                return time.monotonic() - started
+            except OSError:  # not listening yet, or 500 while not ready (HTTPError)
+                if time.monotonic() - started > timeout_s:
+                    raise
+            time.sleep(0.05)
 
     def what_ran(self) -> str:
         return self.label
@@ -267,13 +291,6 @@ class KubeScheduler(SchedulerUnderTest):
             "--v=1",
         ]
 
-    def scrape(self) -> str:
-        assert self.context is not None
-        insecure = ssl.create_default_context()
-        insecure.check_hostname = False
-        insecure.verify_mode = ssl.CERT_NONE  # its self-signed serving certificate
-        return _get(f"https://127.0.0.1:{self.context.port}/metrics", insecure)
-
 
 class RlScheduler(SchedulerUnderTest):
     """``rl-scheduler run --profile <profile>`` without leader election (as kube-scheduler),
@@ -316,13 +333,6 @@ class RlScheduler(SchedulerUnderTest):
         if self.checkpoint is not None:
             command += ["--checkpoint", str(self.checkpoint)]
         return command
-
-    def scrape(self) -> str:
-        assert self.context is not None
-        insecure = ssl.create_default_context()
-        insecure.check_hostname = False
-        insecure.verify_mode = ssl.CERT_NONE  # its self-signed serving certificate
-        return _get(f"https://127.0.0.1:{self.context.port}/metrics", insecure)
 
     def latency(self, bound: int, timeout_s: float = 15.0) -> Latency:
         result = super().latency(bound, timeout_s)
