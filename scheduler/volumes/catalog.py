@@ -35,6 +35,10 @@ class VolumeCatalog:
     _assumed_volumes: dict[str, _Assumed[PersistentVolume]] = field(default_factory=dict)
     # PV names by class, sorted (the candidates of a class, in a stable order).
     _by_class: dict[str, list[str]] | None = None
+    # Moves on every change to a claim, a volume or a class, watched or assumed: what a
+    # cache derives from them (``NodeVolumeLimits``' volumes in use per node) is stale
+    # once it moves. CSINodes do not move it.
+    generation: int = 0
 
     # ---- reads (assumptions first) ------------------------------------------------
 
@@ -72,14 +76,17 @@ class VolumeCatalog:
     # ---- watch events -----------------------------------------------------------
 
     def put_claim(self, claim: Claim) -> None:
+        self.generation += 1
         self.claims[claim.key] = claim
         self._expire(self._assumed_claims, claim.key, claim.resource_version)
 
     def delete_claim(self, key: str) -> None:
+        self.generation += 1
         self.claims.pop(key, None)
         self._assumed_claims.pop(key, None)
 
     def put_volume(self, volume: PersistentVolume) -> None:
+        self.generation += 1
         old = self.volumes.get(volume.name)
         self.volumes[volume.name] = volume
         if old is None or old.storage_class != volume.storage_class:
@@ -87,14 +94,17 @@ class VolumeCatalog:
         self._expire(self._assumed_volumes, volume.name, volume.resource_version)
 
     def delete_volume(self, name: str) -> None:
+        self.generation += 1
         if self.volumes.pop(name, None) is not None:
             self._by_class = None
         self._assumed_volumes.pop(name, None)
 
     def put_class(self, storage_class: StorageClass) -> None:
+        self.generation += 1
         self.classes[storage_class.name] = storage_class
 
     def delete_class(self, name: str) -> None:
+        self.generation += 1
         self.classes.pop(name, None)
 
     def put_csi_node(self, csi_node: CsiNode) -> None:
@@ -115,13 +125,16 @@ class VolumeCatalog:
     def assume_volume(self, volume: PersistentVolume) -> None:
         """``volume`` (changed by us, same resourceVersion as the one it came from)
         stands in for the watched one until a newer version arrives."""
+        self.generation += 1
         self._assumed_volumes[volume.name] = _Assumed(volume.resource_version, volume)
 
     def assume_claim(self, claim: Claim) -> None:
+        self.generation += 1
         self._assumed_claims[claim.key] = _Assumed(claim.resource_version, claim)
 
     def restore(self, claims: Iterable[str] = (), volumes: Iterable[str] = ()) -> None:
         """Forget assumptions (a bind that failed)."""
+        self.generation += 1
         for key in claims:
             self._assumed_claims.pop(key, None)
         for name in volumes:

@@ -10,7 +10,7 @@ import pytest
 
 from scheduler.objects.fields import FieldReader
 from scheduler.objects.pod import Pod
-from scheduler.objects.volume_manifest import VolumeSpecError
+from scheduler.objects.volume_manifest import VolumeSpecError, claim_from_manifest, volume_from_manifest
 from scheduler.plugins.filters.node_volume_limits import REASON as VOLUME_COUNT
 from scheduler.plugins.filters.node_volume_limits import NodeVolumeLimits
 from scheduler.plugins.filters.volume_binding import VolumeBinding
@@ -559,3 +559,50 @@ def test_node_lookup_matches_what_the_mask_matches(selector: Any) -> None:
         i for i, node in enumerate(state.nodes) if parsed is None or parsed.matches(node.name, node.labels)
     ]
     assert NodeLookup(state).matching(parsed).tolist() == expected
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_volume_limits_kept_between_cycles_match_a_fresh_read(seed: int) -> None:
+    """NodeVolumeLimits keeps each node's volumes in use between cycles: over random
+    histories of pods placed and removed, claims bound to other volumes, deleted or
+    assumed, and volumes given other handles, one kept instance gives every node the
+    verdict a new instance (which reads everything afresh) gives."""
+    rng = np.random.default_rng(seed)
+    driver = "ebs.csi.aws.com"
+    nodes = [make_node(f"n{i}") for i in range(3)]
+    claims = [f"c{i}" for i in range(6)]
+    state = volume_state(
+        nodes,
+        claims=[claim_manifest(c, volume=f"pv-{c}", bound=True) for c in claims],
+        volumes=[
+            volume_manifest(f"pv-{c}", csi=(driver, f"vol-{i % 4}"), phase="Bound")
+            for i, c in enumerate(claims)
+        ],
+        csi_nodes=[csi_node_manifest(n.name, {driver: 2}) for n in nodes],
+    )
+    kept = NodeVolumeLimits()
+    placed: list[str] = []
+    for step in range(30):
+        action = int(rng.integers(5))
+        picked = [str(c) for c in rng.choice(claims, size=int(rng.integers(1, 3)), replace=False)]
+        if action == 0 or not placed:
+            pod = claim_pod(f"p{step}", picked)
+            state.place(pod, f"n{int(rng.integers(3))}")
+            placed.append(pod.key)
+        elif action == 1:
+            state.remove(placed.pop(int(rng.integers(len(placed)))))
+        elif action == 2:
+            state.volumes.put_claim(
+                claim_from_manifest(claim_manifest(picked[0], volume=f"pv-{picked[-1]}", bound=True))
+            )
+        elif action == 3:
+            handle = f"vol-{int(rng.integers(6))}"
+            state.volumes.put_volume(
+                volume_from_manifest(volume_manifest(f"pv-{picked[0]}", csi=(driver, handle), phase="Bound"))
+            )
+        elif rng.random() < 0.5:
+            state.volumes.delete_claim(f"default/{picked[0]}")
+        else:
+            state.volumes.assume_claim(claim_from_manifest(claim_manifest(picked[0], bound=False)))
+        incoming = claim_pod(f"in{step}", [str(c) for c in rng.choice(claims, size=2, replace=False)])
+        assert verdicts(kept, state, incoming) == verdicts(NodeVolumeLimits(), state, incoming), step
