@@ -10,7 +10,12 @@ import numpy as np
 import pytest
 
 from scheduler.errors import SchedulerInputError
-from scheduler.framework.preemption import PreemptionFailure, PreemptionOutcome, filter_with_nominated_pods
+from scheduler.framework.preemption import (
+    PreemptionFailure,
+    PreemptionOutcome,
+    filter_with_nominated_pods,
+    pod_eligible_to_preempt_others,
+)
 from scheduler.framework.profile import schedule_pod
 from scheduler.k8s.client.api import KubeApi
 from scheduler.k8s.scheduling.budgets import DisruptionBudgets, budget_from_manifest
@@ -206,7 +211,7 @@ class EvictingApi:
 
     async def delete_pod(self, pod: Pod) -> bool:
         self.calls.append(("delete", pod.name))
-        return pod.name != self.refused
+        return pod.name not in self.refused.split(",")
 
     async def post_event(self, pod: Pod, *, reason: str, **_: Any) -> None:
         self.calls.append((reason, pod.name))
@@ -229,3 +234,36 @@ def test_carrying_out_says_whether_every_victim_was_deleted(
     assert asyncio.run(preemptor.carry_out(make_pod("high"), outcome)) is carried_out
     assert sorted(name for what, name in api.calls if what == "Preempted") == events
     assert sorted(name for what, name in api.calls if what == "delete") == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    ("refused", "terminating", "eligible"),
+    [
+        pytest.param("", {"a", "b"}, False, id="both deleted: a preemption is under way on n1"),
+        pytest.param("b", {"a"}, False, id="b refused: a is still terminating"),
+        pytest.param("a,b", set(), True, id="both refused: nothing under way"),
+    ],
+)
+def test_a_deleted_victim_is_terminating_in_the_cache_before_the_watch_says_so(
+    refused: str, terminating: set[str], eligible: bool
+) -> None:
+    """Between a victim's deletion and its watch event the preemptor may be tried again;
+    it must see the preemption under way on its node, not preempt elsewhere."""
+    cache = SchedulerCache("rl-scheduler")
+    cache.on_node("ADDED", node_manifest("n1", cpu="4"))
+    for name in ("a", "b"):
+        placed = pod_manifest(name, cpu="2")
+        placed["spec"]["nodeName"] = "n1"
+        cache.on_pod("ADDED", placed)
+    api = EvictingApi()
+    api.refused = refused
+    preemptor = Preemptor(cast(KubeApi, api), cache, np.random.default_rng(0))
+    placed_victims = tuple(cache.state.placements[f"default/{name}"].pod for name in ("a", "b"))
+    high = make_pod("high", cpu="4", priority=10)
+    outcome = PreemptionOutcome(node="n1", victims=placed_victims, num_pdb_violations=0)
+    asyncio.run(preemptor.carry_out(high, outcome))
+    now = {name for name in ("a", "b") if cache.state.placements[f"default/{name}"].pod.terminating}
+    assert now == terminating
+    assert all(cache.state.placements[f"default/{name}"].pod.preempted_by_scheduler for name in terminating)
+    nominated = dataclasses.replace(high, nominated_node_name="n1")
+    assert pod_eligible_to_preempt_others(nominated, cache.state)[0] is eligible

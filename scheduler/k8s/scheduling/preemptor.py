@@ -157,6 +157,7 @@ class Preemptor:
         await self.api.patch_pod_status(victim, {"conditions": [disruption_target(pod)]}, "DisruptionTarget")
         deleted = await self.api.delete_pod(victim)
         if deleted:
+            self._mark_terminating(victim)
             await self.api.post_event(
                 victim,
                 type_="Normal",
@@ -166,6 +167,18 @@ class Preemptor:
                 related=pod,
             )
         return deleted
+
+    def _mark_terminating(self, victim: Pod) -> None:
+        """The server has the victim terminating, with the DisruptionTarget condition,
+        once its deletion is answered: the cache says so before the watch does. Else the
+        preemptor, tried again in between, saw no preemption under way on its node
+        (``pod_eligible_to_preempt_others``) and preempted again elsewhere (PreemptionBasic
+        at 1,000 nodes: 8 of 1,000 preemptors, once the FailedScheduling events no longer
+        held their retry back)."""
+        placement = self.cache.state.placements.get(victim.key)
+        if placement is None or placement.pod.uid != victim.uid or placement.pod.terminating:
+            return
+        self.cache.state.amend(victim.key, terminating=True, preempted_by_scheduler=True)
 
     async def _clear_nomination(self, other: Pod) -> bool:
         return await self.api.patch_pod_status(other, {"nominatedNodeName": None}, "nominatedNodeName")
