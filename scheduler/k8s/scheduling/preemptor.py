@@ -172,9 +172,10 @@ class Preemptor:
         """The server has the victim terminating, with the DisruptionTarget condition,
         once its deletion is answered: the cache says so before the watch does. Else the
         preemptor, tried again in between, saw no preemption under way on its node
-        (``pod_eligible_to_preempt_others``) and preempted again elsewhere (PreemptionBasic
-        at 1,000 nodes: 8 of 1,000 preemptors, once the FailedScheduling events no longer
-        held their retry back)."""
+        (``pod_eligible_to_preempt_others``) and preempted again elsewhere: 8 of 1,000
+        preemptors in PreemptionBasic at 1,000 nodes, in a trial where a preemptor's retry
+        no longer waited for its FailedScheduling event to be posted (docs/throughput.md,
+        "Events beside the binds")."""
         placement = self.cache.state.placements.get(victim.key)
         if placement is None or placement.pod.uid != victim.uid or placement.pod.terminating:
             return
