@@ -255,8 +255,7 @@ def test_a_deleted_victim_is_terminating_in_the_cache_before_the_watch_says_so(
         placed = pod_manifest(name, cpu="2")
         placed["spec"]["nodeName"] = "n1"
         cache.on_pod("ADDED", placed)
-    api = EvictingApi()
-    api.refused = refused
+    api = EvictingApi(refused)
     preemptor = Preemptor(cast(KubeApi, api), cache, np.random.default_rng(0))
     placed_victims = tuple(cache.state.placements[f"default/{name}"].pod for name in ("a", "b"))
     high = make_pod("high", cpu="4", priority=10)
