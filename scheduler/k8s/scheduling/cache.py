@@ -282,6 +282,12 @@ class SchedulerCache:
         """The pod ``spec`` names one of this process's profiles (none: kube's default)."""
         return (spec.get("schedulerName") or "default-scheduler") in self.scheduler_names
 
+    def still_placed(self, pod: Pod) -> bool:
+        """This very pod (not one recreated under its name) is still on its node in the
+        cache: its deletion has not been seen."""
+        placement = self.state.placements.get(pod.key)
+        return placement is not None and placement.pod.uid == pod.uid
+
     def nominate(self, pod: Pod) -> None:
         """Remember (or, without a nominated node, forget) the pod's nomination."""
         if pod.nominated_node_name:

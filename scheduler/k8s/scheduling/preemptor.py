@@ -176,10 +176,8 @@ class Preemptor:
         preemptors in PreemptionBasic at 1,000 nodes, in a trial where a preemptor's retry
         no longer waited for its FailedScheduling event to be posted (docs/throughput.md,
         "Events beside the binds")."""
-        placement = self.cache.state.placements.get(victim.key)
-        if placement is None or placement.pod.uid != victim.uid or placement.pod.terminating:
-            return
-        self.cache.state.amend(victim.key, terminating=True, preempted_by_scheduler=True)
+        if self.cache.still_placed(victim) and not self.cache.state.placements[victim.key].pod.terminating:
+            self.cache.state.amend(victim.key, terminating=True, preempted_by_scheduler=True)
 
     async def _clear_nomination(self, other: Pod) -> bool:
         return await self.api.patch_pod_status(other, {"nominatedNodeName": None}, "nominatedNodeName")

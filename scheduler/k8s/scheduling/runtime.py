@@ -518,7 +518,7 @@ class SchedulerRuntime:
             )
         finally:
             self.preemptor.in_flight.discard(pod.key)
-            gone = evicted and not any(self._still_placed(victim) for victim in outcome.victims)
+            gone = evicted and not any(self.cache.still_placed(victim) for victim in outcome.victims)
             where = self.queue.release(pod.key, retry=gone or not evicted)
             if where is not None and where is not QueueName.UNSCHEDULABLE:
                 event = "AssignedPodDelete" if evicted else "PreemptionFailed"
@@ -528,12 +528,6 @@ class SchedulerRuntime:
             log.warning(
                 "preemption for %s on %s not carried out: the pod is tried again", pod.key, outcome.node
             )
-
-    def _still_placed(self, pod: Pod) -> bool:
-        """This very pod (not one recreated under its name) is still on its node in the
-        cache: its deletion has not been seen."""
-        placement = self.cache.state.placements.get(pod.key)
-        return placement is not None and placement.pod.uid == pod.uid
 
     def _attempt_error(self, entry: QueuedPod, message: str) -> None:
         self.cache.forget(entry.pod.key)
