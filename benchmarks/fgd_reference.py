@@ -21,7 +21,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from scheduler.sim.cli import FGD_BASELINES, parse_seeds
+from scheduler.cli_values import parse_seeds
+from scheduler.sim.cli import FGD_BASELINES
 from scheduler.sim.report import format_table
 from scheduler.sim.sweep import expand, run_sweep, run_trace
 

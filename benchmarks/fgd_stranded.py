@@ -21,12 +21,12 @@ from pathlib import Path
 
 import numpy as np
 
+from scheduler.cli_values import parse_seeds
 from scheduler.framework.profile import schedule_pod
 from scheduler.learn.episode import EpisodeSpec, make_episode
 from scheduler.objects.pod import Pod
 from scheduler.plugins.profiles import build_profile
 from scheduler.plugins.registry import ProfileContext
-from scheduler.sim.cli import parse_seeds
 from scheduler.state.cluster_state import CPU_COLUMN, ClusterState
 
 CPU_STARVED_CORES = 4

@@ -14,7 +14,8 @@ import argparse
 import os
 import time
 
-from scheduler.sim.cli import FGD_BASELINES, parse_seeds
+from scheduler.cli_values import parse_seeds
+from scheduler.sim.cli import FGD_BASELINES
 from scheduler.sim.replay import ReplaySpec, replay
 from scheduler.sim.sweep import expand, run_sweep, run_trace
 
