@@ -21,7 +21,8 @@ def test_benchmarks_are_found() -> None:
 def test_benchmark_script_imports(script: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(BENCHMARKS))  # the scripts import their siblings
     spec = importlib.util.spec_from_file_location(f"benchmark_{script.stem}", script)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, spec.name, module)  # dataclasses look their module up
     spec.loader.exec_module(module)
