@@ -73,6 +73,7 @@ lint: setup
 
 typecheck: setup
 	$(BIN)/mypy
+	$(BIN)/mypy benchmarks  # scripts, not a package: checked on their own
 
 unit: setup
 	$(BIN)/pytest -m "not cluster and not binaries and not realnode" -n 2

@@ -23,6 +23,7 @@ import statistics
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -56,7 +57,7 @@ def official_post(api: KubeApi, pod: Pod) -> Callable[[int], Awaitable[None]]:
             "regarding": object_reference(pod),
         }
         body = client.EventsV1Event.model_validate(event)
-        response = events_api.create_namespaced_event(
+        response: Any = events_api.create_namespaced_event(
             pod.namespace, body, _preload_content=False, _request_timeout=api.timeout
         )
         try:
@@ -112,10 +113,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="repetitions, interleaved; medians shown")
     parser.add_argument("--namespace", default="write-cost")
     args = parser.parse_args()
-    api_client = config.new_client_from_config(config_file=str(args.kubeconfig))
+    api_client = config.new_client_from_config(config_file=str(args.kubeconfig))  # type: ignore[no-untyped-call]
     core, events = client.CoreV1Api(api_client), client.EventsV1Api(api_client)
     with contextlib.suppress(ApiException):  # already there
-        core.create_namespace({"metadata": {"name": args.namespace}})
+        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=args.namespace)))
     events.delete_collection_namespaced_event(args.namespace)
     try:
         results = asyncio.run(measure(args))

@@ -20,6 +20,7 @@ import sys
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 from scheduler.cli_values import parse_seeds
 from scheduler.sim.cli import FGD_BASELINES
@@ -64,7 +65,9 @@ def main() -> int:
 
     reference = load_reference(args.reference)
     traces, policies = args.traces.split(","), args.policies.split(",")
-    rows, report, worst = [], {}, 0.0
+    rows: list[list[str]] = []
+    report: dict[str, Any] = {}
+    worst = 0.0
     for trace in traces:
         started = time.perf_counter()
         results = run_sweep(expand([trace], policies, args.seeds), run_trace, args.workers)
@@ -75,7 +78,7 @@ def main() -> int:
         report[trace] = {"sweep_seconds": round(sweep_seconds, 1), "policies": {}}
         for policy in policies:
             runs = by_policy[policy]
-            entry = {}
+            entry: dict[int, dict[str, Any]] = {}
             for percent in (100, 130):
                 ours = [r.curves.at("allocation", percent) for r in runs]
                 theirs = [reference[(trace, policy, r.spec.seed)][percent] for r in runs]

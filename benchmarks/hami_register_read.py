@@ -16,7 +16,7 @@ from collections.abc import Callable
 from scheduler.resources import hami
 
 
-def annotations(nodes: int) -> dict[str, list[str]]:
+def register_texts(nodes: int) -> dict[str, list[str]]:
     def devices(node: int) -> list[hami.Device]:
         return [
             hami.Device(f"GPU-{node:05d}-{gpu}", gpu, 10, 32768, 100, "NVIDIA-Tesla V100-SXM2-32GB", gpu // 4)
@@ -47,7 +47,7 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
-    for form, texts in annotations(args.nodes).items():
+    for form, texts in register_texts(args.nodes).items():
         if list(map(hami.parse_register, texts)) != list(map(hami.parse_register_strictly, texts)):
             raise SystemExit(f"{form}: parse_register and the strict readers disagree")
         rounds: dict[str, list[float]] = {"strict": [], "parse_register": []}

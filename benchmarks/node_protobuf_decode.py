@@ -22,6 +22,7 @@ import sys
 import time
 import types
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -122,7 +123,8 @@ def listing(count: int) -> bytes:
     unknown = runtime_pb2.Unknown(raw=nodes.SerializeToString(deterministic=True))
     unknown.typeMeta.apiVersion, unknown.typeMeta.kind = "v1", "NodeList"
     unknown.contentType = node_protobuf.CONTENT_TYPE
-    return node_protobuf.MAGIC + unknown.SerializeToString()
+    serialized: bytes = unknown.SerializeToString()
+    return node_protobuf.MAGIC + serialized
 
 
 # The last commit whose scheduler/k8s/client/node_protobuf.py read the wire format
@@ -156,13 +158,13 @@ def import_seconds() -> float:
     """What importing the generated modules costs a fresh interpreter (``-X importtime``,
     cumulative, the ``protobuf`` runtime included): the median of five."""
     module = "scheduler.k8s.client.generated.core_v1_pb2"
-    runs = []
+    runs: list[int] = []
     for _ in range(5):
         command = [sys.executable, "-X", "importtime", "-c", f"import {module}"]
         lines = subprocess.run(command, capture_output=True, text=True, check=True).stderr.splitlines()
         # "import time: self [us] | cumulative | name"
         runs.extend(int(line.split("|")[1]) for line in lines if line.rstrip().endswith(f" {module}"))
-    return statistics.median(runs) / 1e6
+    return float(statistics.median(runs)) / 1e6
 
 
 def main() -> None:
@@ -181,7 +183,7 @@ def main() -> None:
     times: dict[str, list[float]] = {name: [] for name in readers}
     for _ in range(args.rounds):
         for name, read in readers.items():
-            cpu_seconds(lambda read=read: read(body), times[name])
+            cpu_seconds(partial(read, body), times[name])
     print(f"{args.nodes} nodes, {len(body) / 1e6:.1f} MB, {args.rounds} interleaved rounds (CPU time)")
     for name, rounds in times.items():
         print(f"  {name:<28} median {statistics.median(rounds) * 1e3:7.1f} ms  (min {min(rounds) * 1e3:.1f})")

@@ -53,9 +53,9 @@ def reference_score(ctx: CycleContext, nodes: IntArray, hard_weight: int = 1) ->
             placed = [(t, hard_weight) for t in other.pod_affinity.required] if hard_weight > 0 else []
             placed += [(w.term, w.weight) for w in other.pod_affinity.preferred]
             placed += [(w.term, -w.weight) for w in other.pod_anti_affinity.preferred]
-            for term, weight in placed:
-                if AffinityTerm.resolve(term, other).matches(pod, ns_labels):
-                    add_to_domain(totals, state, term.topology_key, node, weight)
+            for placed_term, weight in placed:
+                if AffinityTerm.resolve(placed_term, other).matches(pod, ns_labels):
+                    add_to_domain(totals, state, placed_term.topology_key, node, weight)
     sums = np.zeros(nodes.size, np.int64)
     for key in totals:
         sums += count_at(totals, state, key, nodes)
