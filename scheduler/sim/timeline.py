@@ -191,6 +191,39 @@ class TimelineLog:
         return float(self.arrival_s[busy_from_index(self.arrival_s.size)])
 
 
+def next_event_time(
+    arrival: FloatArray,
+    arrived: int,
+    departures: list[tuple[float, int]],
+    pending: dict[int, None],
+    max_wait: float,
+) -> float:
+    """When the replay's next event comes: the next arrival (``arrived`` pods have come),
+    the soonest departure (a heap of ``(time, pod)``) or the oldest pending pod's max wait
+    running out; infinite when none is left."""
+    candidates = []
+    if arrived < arrival.size:
+        candidates.append(float(arrival[arrived]))
+    if departures:
+        candidates.append(departures[0][0])
+    if pending:
+        candidates.append(float(arrival[next(iter(pending))]) + max_wait)
+    return min(candidates, default=math.inf)
+
+
+def expire_pending(pending: dict[int, None], arrival: FloatArray, max_wait: float, now: float) -> bool:
+    """Fails the pending pods (FIFO) whose max wait has run out by ``now``, the oldest
+    first; whether any did."""
+    expired = False
+    while pending:
+        oldest = next(iter(pending))
+        if arrival[oldest] + max_wait > now:
+            break
+        del pending[oldest]
+        expired = True
+    return expired
+
+
 @dataclass(frozen=True)
 class _Clock:
     """Divisors of the trace's times: arrivals by ``arrivals``, lifetimes and the max wait
@@ -338,11 +371,7 @@ class _Run:
 
     def expire(self, now: float) -> None:
         """Fails the pending pods whose wait has run out (the oldest come first)."""
-        while self.pending:
-            oldest = next(iter(self.pending))
-            if self.arrival[oldest] + self.max_wait > now:
-                break
-            del self.pending[oldest]
+        expire_pending(self.pending, self.arrival, self.max_wait, now)
 
     def reserve(self, now: float) -> None:
         """Ends the reservations whose pod is no longer pending (failed at its max wait),
@@ -371,14 +400,7 @@ class _Run:
         self.whole_free_rows.append(list(self.free_now))
 
     def next_time(self, arrived: int) -> float:
-        candidates = []
-        if arrived < len(self.pods):
-            candidates.append(float(self.arrival[arrived]))
-        if self.departures:
-            candidates.append(self.departures[0][0])
-        if self.pending:
-            candidates.append(float(self.arrival[next(iter(self.pending))]) + self.max_wait)
-        return min(candidates, default=np.inf)
+        return next_event_time(self.arrival, arrived, self.departures, self.pending, self.max_wait)
 
     def run(self, progress: Callable[[int, int], None] | None) -> None:
         end = float(self.arrival[-1]) + self.max_wait

@@ -38,7 +38,14 @@ from scheduler.objects.pod import Pod
 from scheduler.resources.gpu import type_matches
 from scheduler.sim.replay import gpu_capacity_milli
 from scheduler.sim.timed_workload import TimedWorkload
-from scheduler.sim.timeline import TimelineLog, TimelineSpec, cluster_and_clock, load_timed_workload
+from scheduler.sim.timeline import (
+    TimelineLog,
+    TimelineSpec,
+    cluster_and_clock,
+    expire_pending,
+    load_timed_workload,
+    next_event_time,
+)
 
 Queue = Literal["backfill", "fifo"]
 QUEUES: Final[tuple[Queue, ...]] = ("backfill", "fifo")
@@ -133,30 +140,12 @@ class _PooledRun:
             elif self.fifo:
                 return
 
-    def expire(self, now: float) -> bool:
-        expired = False
-        while self.pending:
-            oldest = next(iter(self.pending))
-            if self.arrival[oldest] + self.max_wait > now:
-                break
-            del self.pending[oldest]
-            expired = True
-        return expired
-
-    def next_time(self, arrived: int) -> float:
-        candidates = []
-        if arrived < len(self.pods):
-            candidates.append(float(self.arrival[arrived]))
-        if self.departures:
-            candidates.append(self.departures[0][0])
-        if self.pending:
-            candidates.append(float(self.arrival[next(iter(self.pending))]) + self.max_wait)
-        return min(candidates, default=math.inf)
-
     def run(self) -> None:
         end = float(self.arrival[-1]) + self.max_wait
         arrived = 0
-        while (now := self.next_time(arrived)) <= end:
+        while (
+            now := next_event_time(self.arrival, arrived, self.departures, self.pending, self.max_wait)
+        ) <= end:
             if self.depart(now) and self.pending:
                 self.retry_pending(now)
             while arrived < len(self.pods) and self.arrival[arrived] <= now:
@@ -164,7 +153,8 @@ class _PooledRun:
                 if waiting_behind or not self.place(arrived, now):
                     self.pending[arrived] = None
                 arrived += 1
-            if self.expire(now) and self.fifo and self.pending:
+            expired = expire_pending(self.pending, self.arrival, self.max_wait, now)
+            if expired and self.fifo and self.pending:
                 self.retry_pending(now)  # a new oldest pod: it may fit now
             self.times.append(now)
             self.allocated_rows.append(self.allocated)
