@@ -8,11 +8,14 @@ these features), then
 antithetic ES (Salimans et al. 2017) with rank-shaped fitness. The loss of a head on a
 seed, against ``fgd-reserve`` on the same seed (lower is better):
 
-    (W + F) / (W0 + F0) - whole_free_coef * (N - N0) / 100 + alloc_coef * max(0, A0 - A - 0.05)
+    (W + F) / (W0 + F0) - whole_free_coef * (N - N0) / 100
+        - all_nodes_coef * min(M - M0, all_nodes_cap) / 100 + alloc_coef * max(0, A0 - A - 0.05)
 
 W: GPU-hours waited by pods of 4+ GPUs, F: GPU-hours failed, N: time-average whole free
-GPU nodes (%; only the nodes of ``whole_free_gpus`` GPUs, when set), A: GPU allocated
-(%); 0 marks fgd-reserve's. The head kept is the one with the lowest mean loss over the
+GPU nodes (%; only the nodes of ``whole_free_gpus`` GPUs, when set), M: the same over
+every GPU node (a gain past ``all_nodes_cap`` points earns nothing more, a loss costs in
+full), A: GPU allocated (%); 0 marks fgd-reserve's. ``--start-head`` starts from a
+trained head instead of the hand rule. The head kept is the one with the lowest mean loss over the
 training traces, loads and seeds among every head evaluated (the centre of each
 generation included). Train on seeds disjoint from the evaluation's (42-51). Run:
 ``python -m scheduler.learn.lifetime_es --out runs/lifetime-es``.
@@ -32,7 +35,8 @@ import numpy as np
 
 from scheduler.plugins.scores.fgd_reserve_lifetime import Blocked
 from scheduler.policy.lifetime_features import LIFETIME_PAIR_FEATURES
-from scheduler.policy.lifetime_head import LifetimeHead, save_head
+from scheduler.policy.lifetime_head import LifetimeHead, load_head, save_head
+from scheduler.policy.weights import CheckpointError
 from scheduler.sim.timeline import TimelineSpec
 from scheduler.sim.timeline_lifetimes import LifetimeSource
 from scheduler.sim.timeline_metrics import TimelineMetrics, run_timeline
@@ -62,6 +66,12 @@ class Args:
     """weight of whole free nodes (per 100 points) in the loss"""
     whole_free_gpus: int | None = None
     """count only the nodes of this many GPUs as whole free (None: every GPU node)"""
+    all_nodes_coef: float = 0.0
+    """weight of whole free nodes over every GPU node (per 100 points), up to the cap"""
+    all_nodes_cap: float = 2.0
+    """points of whole free nodes over every GPU node past which nothing more is earned"""
+    start_head: Path | None = None
+    """a trained head to start from (None: the hand rule's ``start_blocked`` term)"""
     alloc_coef: float = 1.0
     """weight of GPU allocation lost past 0.05 points"""
     workers: int = 2
@@ -80,8 +90,14 @@ def seed_loss(m: TimelineMetrics, base: TimelineMetrics, args: Args) -> float:
     cost = m.multi_gpu_wait_gpu_hours + m.gpu_hours_failed
     base_cost = max(base.multi_gpu_wait_gpu_hours + base.gpu_hours_failed, 1e-9)
     whole = m.whole_free_pct(args.whole_free_gpus) - base.whole_free_pct(args.whole_free_gpus)
+    every = min(m.whole_free_pct() - base.whole_free_pct(), args.all_nodes_cap)
     lost = max(0.0, base.gpu_alloc_mean - m.gpu_alloc_mean - 0.05)
-    return cost / base_cost - args.whole_free_coef * whole / 100.0 + args.alloc_coef * lost
+    return (
+        cost / base_cost
+        - args.whole_free_coef * whole / 100.0
+        - args.all_nodes_coef * every / 100.0
+        + args.alloc_coef * lost
+    )
 
 
 def _specs(args: Args, policy: str, lifetime_args: tuple[tuple[str, str], ...] = ()) -> list[TimelineSpec]:
@@ -121,7 +137,12 @@ def train(args: Args) -> dict[str, object]:
                 for k in range(len(heads))
             ]
 
-        center = LifetimeHead.teacher(blocked=args.start_blocked).weights.astype(np.float64)
+        start = (
+            load_head(args.start_head)
+            if args.start_head
+            else LifetimeHead.teacher(blocked=args.start_blocked)
+        )
+        center = start.weights.astype(np.float64)
         best_w, best_loss = center.copy(), float("inf")
         log: list[dict[str, object]] = []
         for generation in range(args.generations):
@@ -145,7 +166,11 @@ def train(args: Args) -> dict[str, object]:
             print(json.dumps(entry), flush=True)
     training = {
         "stage": "es",
-        "start": f"fgd-reserve-lifetime ({args.start_blocked}, weight 10) as a head",
+        "start": (
+            f"the head in {args.start_head}"
+            if args.start_head
+            else f"fgd-reserve-lifetime ({args.start_blocked}, weight 10) as a head"
+        ),
         **{k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(args).items()},
         "teacher_loss": log[0]["center_loss"] if log else None,
         "best_loss": best_loss,
@@ -166,6 +191,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--start", choices=("GPUHours", "NodeHours"), default="GPUHours")
     parser.add_argument("--whole-free-coef", type=float, default=1.0)
     parser.add_argument("--whole-free-gpus", type=int, default=None)
+    parser.add_argument("--all-nodes-coef", type=float, default=0.0)
+    parser.add_argument("--all-nodes-cap", type=float, default=2.0)
+    parser.add_argument("--start-head", type=Path, default=None)
     parser.add_argument("--alloc-coef", type=float, default=1.0)
     parser.add_argument("--generations", type=int, default=6)
     parser.add_argument("--pairs", type=int, default=3)
@@ -175,6 +203,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("runs/lifetime-es"))
     ns = parser.parse_args(argv)
+    if ns.start_head is not None:
+        try:
+            load_head(ns.start_head)
+        except CheckpointError as error:
+            parser.error(str(error))
     train(
         Args(
             traces=tuple(ns.traces),
@@ -184,6 +217,9 @@ def main(argv: list[str] | None = None) -> None:
             start_blocked=ns.start,
             whole_free_coef=ns.whole_free_coef,
             whole_free_gpus=ns.whole_free_gpus,
+            all_nodes_coef=ns.all_nodes_coef,
+            all_nodes_cap=ns.all_nodes_cap,
+            start_head=ns.start_head,
             alloc_coef=ns.alloc_coef,
             generations=ns.generations,
             pairs=ns.pairs,

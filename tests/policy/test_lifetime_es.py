@@ -53,6 +53,27 @@ BASE = metrics(wait=100.0, failed=100.0, whole=10.0, alloc=75.0)
         ),
         # no node of that many GPUs: nothing counts
         ("no 4-GPU nodes", metrics(100.0, 100.0, 30.0, 75.0), Args(whole_free_gpus=4), 1.0),
+        # every GPU node weighed 10 up to +2 points, beside the 8-GPU term: 1 - 10 x 1 / 100 = 0.9
+        (
+            "1 point more over every node",
+            metrics(100.0, 100.0, 11.0, 75.0),
+            Args(whole_free_coef=5.0, whole_free_gpus=8, all_nodes_coef=10.0),
+            0.9,
+        ),
+        # past the cap nothing more is earned: 1 - 10 x 2 / 100 = 0.8
+        (
+            "20 points more over every node, capped at 2",
+            metrics(100.0, 100.0, 30.0, 75.0),
+            Args(whole_free_coef=5.0, whole_free_gpus=8, all_nodes_coef=10.0),
+            0.8,
+        ),
+        # a loss costs in full: 1 + 10 x 5 / 100 = 1.5
+        (
+            "5 points fewer over every node",
+            metrics(100.0, 100.0, 5.0, 75.0),
+            Args(whole_free_coef=5.0, whole_free_gpus=8, all_nodes_coef=10.0),
+            1.5,
+        ),
         # within 0.05 points of allocation: no cost
         ("0.05 points less allocated", metrics(100.0, 100.0, 10.0, 74.95), Args(), 1.0),
         # 1 + (75 - 73 - 0.05) = 2.95
