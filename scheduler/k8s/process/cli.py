@@ -74,6 +74,9 @@ def check_credentials(
 
 
 def run(args: argparse.Namespace) -> int:
+    from scheduler.k8s.process.heap import pause_for_start  # noqa: PLC0415
+
+    pause_for_start()  # until the start's heap is frozen (scheduler.k8s.process.heap)
     early: EarlyListing | None = start_early_listing(args)
     from scheduler.k8s.process.settings import load_settings  # noqa: PLC0415
 

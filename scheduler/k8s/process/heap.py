@@ -10,6 +10,14 @@ only the search for cycles waits.
 Once the first listing is applied, ``freeze_start_heap`` moves everything alive into
 the collector's permanent generation (``gc.freeze``): the modules, the profiles and
 the cached cluster are not walked again by every later full collection.
+
+The start's imports are the same story: ``rl-scheduler run`` pauses the collector
+before it imports anything heavy (``pause_for_start``), and the pause ends when the
+start's heap is frozen, or ``START_PAUSE_LIMIT_S`` after it began if the caches have
+not synced by then (an API server that does not answer must not leave the collector
+off). Importing everything the start imports took 0.62-0.69 s of CPU with the
+collector running and 0.51-0.57 s paused (five runs each, interleaved, on the shared
+2-core machine).
 """
 
 from __future__ import annotations
@@ -22,6 +30,10 @@ from contextlib import contextmanager
 _lock = threading.Lock()
 _pauses = 0  # how many callers are inside ``collector_paused``, across threads
 _resume = False  # whether the collector ran when the first of them came in
+_start_paused = False  # whether ``pause_for_start`` turned the collector off
+
+# The longest the start keeps the collector off.
+START_PAUSE_LIMIT_S = 60.0
 
 
 @contextmanager
@@ -44,6 +56,34 @@ def collector_paused() -> Iterator[None]:
                 gc.enable()
 
 
+def pause_for_start(limit_s: float = START_PAUSE_LIMIT_S) -> None:
+    """No cyclic collection until the start's heap is frozen, ``end_start_pause`` is
+    called, or ``limit_s`` has passed (a daemon timer ends it then)."""
+    global _start_paused  # noqa: PLW0603 - one process-wide collector
+    with _lock:
+        if not gc.isenabled() or _pauses or _start_paused:
+            return
+        gc.disable()
+        _start_paused = True
+    limit = threading.Timer(limit_s, end_start_pause)
+    limit.daemon = True
+    limit.start()
+
+
+def end_start_pause() -> None:
+    """The collector runs again if ``pause_for_start`` stopped it; idempotent."""
+    global _start_paused, _resume  # noqa: PLW0603 - one process-wide collector
+    with _lock:
+        if _start_paused:
+            _start_paused = False
+            if _pauses == 0:
+                gc.enable()
+            else:  # a ``collector_paused`` block is open: it resumes the collector as it leaves
+                _resume = True
+
+
 def freeze_start_heap() -> None:
-    """Keep what the start made out of later collections (see the module's doc)."""
+    """Keep what the start made out of later collections (see the module's doc), and
+    end the start's pause."""
     gc.freeze()
+    end_start_pause()
