@@ -5,9 +5,11 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
+from scheduler.cli import main
 from scheduler.k8s.process import heap
 
 
@@ -84,3 +86,14 @@ def start_past_its_limit() -> bool:
 def test_collector_around_the_start(case: Callable[[], bool]) -> None:
     gc.enable()
     assert case(), case.__name__
+
+
+def test_a_start_that_fails_leaves_the_collector_running(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("clusters: []\ncontexts: []\nusers: []\n")
+    gc.enable()
+    assert main(["run", "--kubeconfig", str(kubeconfig), "--no-leader-elect"]) == 2
+    assert "--kubeconfig" in capsys.readouterr().err
+    assert gc.isenabled()

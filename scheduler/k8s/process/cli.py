@@ -74,9 +74,18 @@ def check_credentials(
 
 
 def run(args: argparse.Namespace) -> int:
-    from scheduler.k8s.process.heap import pause_for_start  # noqa: PLC0415
+    """``rl-scheduler run``, with the cyclic collector paused until the start's heap is
+    frozen (``scheduler.k8s.process.heap``), or until a start that fails returns."""
+    from scheduler.k8s.process.heap import end_start_pause, pause_for_start  # noqa: PLC0415
 
-    pause_for_start()  # until the start's heap is frozen (scheduler.k8s.process.heap)
+    pause_for_start()
+    try:
+        return run_scheduler(args)
+    finally:
+        end_start_pause()
+
+
+def run_scheduler(args: argparse.Namespace) -> int:
     early: EarlyListing | None = start_early_listing(args)
     from scheduler.k8s.process.settings import load_settings  # noqa: PLC0415
 
