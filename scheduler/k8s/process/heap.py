@@ -13,10 +13,11 @@ the cached cluster are not walked again by every later full collection.
 
 The start's imports are the same story: ``rl-scheduler run`` pauses the collector
 before it imports anything heavy (``pause_for_start``), and the pause ends when the
-start's heap is frozen, or ``START_PAUSE_LIMIT_S`` after it began if the caches have
-not synced by then (an API server that does not answer must not leave the collector
-off). While everything the start imports is imported, the collector runs 170 times and
-takes 43-48 ms (timed with ``gc.callbacks``, five runs on an idle 2-core machine).
+start's heap is frozen, when a start that fails returns, or ``START_PAUSE_LIMIT_S``
+after it began if the caches have not synced by then (an API server that does not
+answer must not leave the collector off). While everything the start imports is
+imported, the collector runs 170 times and takes 43-48 ms (timed with
+``gc.callbacks``, five runs on an idle 2-core machine).
 """
 
 from __future__ import annotations
