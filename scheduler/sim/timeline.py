@@ -440,11 +440,17 @@ def cluster_and_clock(workload: TimedWorkload, spec: TimelineSpec) -> tuple[list
     return sized.nodes, sized.fraction, clock
 
 
-def replay_timeline(spec: TimelineSpec, progress: Callable[[int, int], None] | None = None) -> TimelineLog:
+def replayed_cluster(spec: TimelineSpec, replay: str) -> tuple[TimedWorkload, list[Node], float, _Clock]:
+    """The spec's timed workload, then ``cluster_and_clock``'s nodes, share and clock for
+    it; ``ValueError`` naming the ``replay`` when the trace has no pod."""
     workload = load_timed_workload(spec.trace, spec.nodes, spec.trace_end_s)
     if not workload.pods:
-        raise ValueError(f"timeline replay of {spec.trace}: the trace has no pod to replay")
-    nodes, fraction, clock = cluster_and_clock(workload, spec)
+        raise ValueError(f"{replay} replay of {spec.trace}: the trace has no pod to replay")
+    return (workload, *cluster_and_clock(workload, spec))
+
+
+def replay_timeline(spec: TimelineSpec, progress: Callable[[int, int], None] | None = None) -> TimelineLog:
+    workload, nodes, fraction, clock = replayed_cluster(spec, "timeline")
     capacity = gpu_capacity_milli(nodes)
     run = _Run(workload, nodes, spec, clock)
     started = time.perf_counter()

@@ -41,10 +41,9 @@ from scheduler.sim.timed_workload import TimedWorkload
 from scheduler.sim.timeline import (
     TimelineLog,
     TimelineSpec,
-    cluster_and_clock,
     expire_pending,
-    load_timed_workload,
     next_event_time,
+    replayed_cluster,
 )
 
 Queue = Literal["backfill", "fifo"]
@@ -167,10 +166,7 @@ def replay_pooled(spec: TimelineSpec, queue: Queue = "backfill") -> TimelineLog:
     One clock only."""
     if spec.compress_arrivals:
         raise ValueError("the pooled replay runs on one clock, not with compressed arrivals")
-    workload = load_timed_workload(spec.trace, spec.nodes, spec.trace_end_s)
-    if not workload.pods:
-        raise ValueError(f"pooled replay of {spec.trace}: the trace has no pod to replay")
-    nodes, fraction, _clock = cluster_and_clock(workload, spec)
+    workload, nodes, fraction, _clock = replayed_cluster(spec, "pooled")
     capacity = gpu_capacity_milli(nodes)
     run = _PooledRun(workload, nodes, spec, queue)
     started = time.perf_counter()
