@@ -80,6 +80,9 @@ class DraCatalog:
         self._holders: Counter[DeviceId] = Counter()
         self._in_use: set[DeviceId] = set()
         self._slice_index: SliceIndex | None = None
+        # Moves whenever a slice is added, changed or removed: what is computed from the
+        # slices (``gpu_view``) is redone only then, never compared slice by slice.
+        self.slices_generation = 0
 
     # ---- watch events ---------------------------------------------------------------
 
@@ -96,11 +99,21 @@ class DraCatalog:
             raise
 
     def _put(self, plural: str, key: str, manifest: Mapping[str, Any]) -> bool:
+        # A class or slice equal to the one held (a relist, a watch that starts over, a
+        # write that changed only metadata) keeps the object held: nothing changed, and
+        # what was computed from it stays valid.
         if plural == CLASSES:
-            self.classes[key] = device_class_from_manifest(manifest)
+            device_class = device_class_from_manifest(manifest)
+            if self.classes.get(key) == device_class:
+                return False
+            self.classes[key] = device_class
         elif plural == SLICES:
-            self.slices[key] = resource_slice_from_manifest(manifest)
+            resource_slice = resource_slice_from_manifest(manifest)
+            if self.slices.get(key) == resource_slice:
+                return False
+            self.slices[key] = resource_slice
             self._slice_index = None
+            self.slices_generation += 1
         else:
             version = str(_metadata(manifest).get("resourceVersion") or "")
             stored = self.claims.get(key)
@@ -121,6 +134,7 @@ class DraCatalog:
             self._hold(key)
         if plural == SLICES:
             self._slice_index = None
+            self.slices_generation += 1
         return True
 
     def resync(self, plural: str, listed: set[str]) -> None:

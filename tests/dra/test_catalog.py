@@ -53,6 +53,40 @@ def test_devices_of_allocated_and_in_flight_claims_are_in_use() -> None:
     assert catalog.in_use() == set()
 
 
+# (case, events after a class and a slice were added, what apply answers to the last,
+# whether the catalog still holds the first slice object, whether slices_generation moved)
+SLICE_S = slice_manifest("s", [device("gpu-0")])
+REAPPLY_CASES = [
+    ("the slice again, equal", [(SLICES, "MODIFIED", SLICE_S)], False, True, False),
+    ("the class again, equal", [(CLASSES, "MODIFIED", class_manifest("gpu"))], False, True, False),
+    (
+        "the slice with another device",
+        [(SLICES, "MODIFIED", slice_manifest("s", [device("gpu-1")]))],
+        True,
+        False,
+        True,
+    ),
+    ("the slice deleted", [(SLICES, "DELETED", SLICE_S)], True, False, True),
+    ("another slice added", [(SLICES, "ADDED", slice_manifest("t", [device("gpu-0")]))], True, True, True),
+]
+
+
+@pytest.mark.parametrize(
+    ("events", "changed", "kept", "moved"), [c[1:] for c in REAPPLY_CASES], ids=[c[0] for c in REAPPLY_CASES]
+)
+def test_a_class_or_slice_applied_again_unchanged_changes_nothing(
+    events: list[tuple[str, str, dict[str, Any]]], changed: bool, kept: bool, moved: bool
+) -> None:
+    catalog = DraCatalog()
+    catalog.apply(CLASSES, "ADDED", class_manifest("gpu"))
+    catalog.apply(SLICES, "ADDED", SLICE_S)
+    first, generation = catalog.slices["s"], catalog.slices_generation
+    answers = [catalog.apply(plural, event, manifest) for plural, event, manifest in events]
+    assert answers[-1] is changed
+    assert (catalog.slices.get("s") is first) is kept
+    assert (catalog.slices_generation != generation) is moved
+
+
 def devices_held(catalog: DraCatalog) -> set[tuple[str, str, str]]:
     """``in_use`` from scratch: every claim's allocation, the in-flight one first."""
     merged = {key: stored.claim for key, stored in catalog.claims.items()} | catalog.in_flight

@@ -79,6 +79,13 @@ def gpu_rows(state: ClusterState, node: str) -> tuple[int, list[int], str]:
 NONE: tuple[int, list[int], str] = (0, [], "")
 NODE_2: tuple[int, list[int], str] = (1, [1000], MODEL)
 
+
+def relisted(state: ClusterState, node_1_gpus: int = 2) -> None:
+    """Every slice again, as a relist gives them: node-1's with ``node_1_gpus``."""
+    state.dra.apply(SLICES, "MODIFIED", gpu_slice("node-1", node_1_gpus))
+    state.dra.apply(SLICES, "MODIFIED", gpu_slice("node-2", 1))
+
+
 # (case, state change after the slices, expected (count, free milli per GPU, model) of
 # node-1 and of node-2)
 NODE_CASES = [
@@ -99,6 +106,19 @@ NODE_CASES = [
         "node-1's slice deleted: it has no GPUs",
         lambda s: s.dra.apply(SLICES, "DELETED", gpu_slice("node-1", 2)),
         NONE,
+        NODE_2,
+    ),
+    ("the slices relisted as they were", relisted, (2, [1000, 1000], MODEL), NODE_2),
+    (
+        "the slices relisted with a third GPU on node-1",
+        lambda s: relisted(s, 3),
+        (3, [1000, 1000, 1000], MODEL),
+        NODE_2,
+    ),
+    (
+        "the slices relisted as they were, then node-1's slice with one GPU",
+        lambda s: (relisted(s), sync_dra_gpus(s), relisted(s, 1)),
+        (1, [1000], MODEL),
         NODE_2,
     ),
     (
