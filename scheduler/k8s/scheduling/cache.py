@@ -120,9 +120,11 @@ class SchedulerCache:
         # Where objects go that the API server accepted but the cache cannot account
         # for (a node it ignores, a bound pod it cannot count).
         self.unreadable = unreadable
-        # When each pod and node was last seen in an event or a listing (for resync).
+        # When each pod and node was last seen in an event or a listing (for resync),
+        # and when each was seen deleted (until the next resync).
         self.seen_pods: dict[str, float] = {}
         self.seen_nodes: dict[str, float] = {}
+        self._deleted: dict[tuple[str, str], float] = {}
         self.state = ClusterState()
         self.namespace_labels: dict[str, dict[str, str]] = {}
         # Pods we bound (or are binding) whose bound state no watch event has shown yet.
@@ -150,6 +152,7 @@ class SchedulerCache:
         name = str((manifest.get("metadata") or {}).get("name"))
         if event_type == "DELETED":
             self.seen_nodes.pop(name, None)
+            self._deleted["nodes", name] = self.clock()
             if name in self.state.node_index:
                 orphans = self.state.remove_node(name)
                 for pod in orphans:
@@ -220,6 +223,7 @@ class SchedulerCache:
         node_name = spec.get("nodeName") or ""
         if event_type == "DELETED":
             self.seen_pods.pop(key, None)
+            self._deleted["pods", key] = self.clock()
         else:
             self.seen_pods[key] = self.clock()
         if event_type == "DELETED" or status.get("phase") in TERMINAL_PHASES:
@@ -399,6 +403,16 @@ class SchedulerCache:
 
     # ---- resync -----------------------------------------------------------------
 
+    def newer_than_listing(self, kind: str, key: str, listed_at: float) -> bool:
+        """An event about this pod or node (``kind``: ``pods``, ``nodes``) came after a
+        listing asked for at ``listed_at``: what the watch showed is newer than the
+        listing's item, which must not be applied over it. A relist runs beside the
+        watches, so its items can be older than what they showed: a pod bound since
+        would be queued again, a pod deleted since would come back."""
+        seen = (self.seen_pods if kind == "pods" else self.seen_nodes).get(key)
+        deleted = self._deleted.get((kind, key))
+        return (seen is not None and seen >= listed_at) or (deleted is not None and deleted >= listed_at)
+
     def resync(self, pods: set[str], nodes: set[str], listed_at: float) -> list[str]:
         """Drop what a full listing (started at ``listed_at``) no longer has and no
         event has shown since: deletions a restarted watch never reported. Returns the
@@ -411,6 +425,8 @@ class SchedulerCache:
             namespace, _, name = key.partition("/")
             self.on_pod("DELETED", {"metadata": {"namespace": namespace, "name": name}})
         sync_dra_gpus(self.state)  # after the listings of DRA objects
+        # Deletions seen before this listing began matter to no later one.
+        self._deleted = {k: t for k, t in self._deleted.items() if t >= listed_at}
         return gone_pods
 
     # ---- our own decisions ----------------------------------------------------

@@ -314,13 +314,14 @@ class SchedulerRuntime:
         # The cache's objects live on: no collector passes over them while they are made.
         with collector_paused():
             for (kind, _, handler), (items, versions[kind]) in zip(kinds, fetched, strict=True):
+                key_of = pod_key if kind == "pods" else object_name
+                keys = seen[kind] = set()
                 for item in items:
+                    item_key = key_of(item)
+                    keys.add(item_key)
+                    if kind != "namespaces" and self.cache.newer_than_listing(kind, item_key, listed_at):
+                        continue  # the watch showed it since the listing began
                     handler("ADDED", item)
-                seen[kind] = (
-                    {pod_key(item) for item in items}
-                    if kind == "pods"
-                    else {object_name(item) for item in items}
-                )
         for key in self.cache.resync(seen["pods"], seen["nodes"], listed_at):
             self.gangs.forget_pod(key)
             if self.queue.forget(key):
