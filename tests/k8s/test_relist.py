@@ -118,3 +118,33 @@ def test_a_deletion_seen_before_a_listing_does_not_hide_the_object_from_later_on
         assert "default/p" in runtime.queue
 
     run(body)
+
+
+def test_a_deletion_is_kept_for_a_listing_asked_for_before_it_while_another_ends() -> None:
+    async def body() -> None:
+        api = ListingApi(listed={paths.NODES: [N1, N2], paths.PODS: [PENDING]})
+        runtime = runtime_with(api, N1, N2)
+        runtime.on_pod_event("ADDED", PENDING)
+        slow_listing_asked = asyncio.Event()
+        release_slow_listing = asyncio.Event()
+
+        async def slow(path: str) -> tuple[list[dict[str, Any]], str]:
+            items = list(api.listed.get(path, []))  # the listing as it was asked for
+            if path == paths.PODS:
+                slow_listing_asked.set()
+                await release_slow_listing.wait()
+            return items, "7"
+
+        api.list_with_version = slow  # type: ignore[method-assign]
+        first = asyncio.ensure_future(runtime.list_and_apply())  # a resync, its pods' listing held
+        await slow_listing_asked.wait()
+        runtime.on_pod_event("DELETED", PENDING)  # deleted while the first listing is in flight
+        api.list_with_version = ListingApi.list_with_version.__get__(api)  # type: ignore[method-assign]
+        api.listed[paths.PODS] = []
+        await runtime.list_and_apply()  # a second listing, asked for and ended meanwhile
+        release_slow_listing.set()
+        await first  # its item of p is older than the deletion
+        assert "default/p" not in runtime.queue
+        assert "default/p" not in runtime.cache.seen_pods
+
+    run(body)

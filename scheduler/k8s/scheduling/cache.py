@@ -121,7 +121,7 @@ class SchedulerCache:
         # for (a node it ignores, a bound pod it cannot count).
         self.unreadable = unreadable
         # When each pod and node was last seen in an event or a listing (for resync),
-        # and when each was seen deleted (until the next resync).
+        # and when each was seen deleted (while a listing asked for before may need it).
         self.seen_pods: dict[str, float] = {}
         self.seen_nodes: dict[str, float] = {}
         self._deleted: dict[tuple[str, str], float] = {}
@@ -425,9 +425,12 @@ class SchedulerCache:
             namespace, _, name = key.partition("/")
             self.on_pod("DELETED", {"metadata": {"namespace": namespace, "name": name}})
         sync_dra_gpus(self.state)  # after the listings of DRA objects
-        # Deletions seen before this listing began matter to no later one.
-        self._deleted = {k: t for k, t in self._deleted.items() if t >= listed_at}
         return gone_pods
+
+    def forget_deletions_before(self, asked_at: float) -> None:
+        """Deletions seen before ``asked_at`` (when the oldest listing under way was
+        asked for) matter to no listing."""
+        self._deleted = {k: t for k, t in self._deleted.items() if t >= asked_at}
 
     # ---- our own decisions ----------------------------------------------------
 

@@ -89,6 +89,8 @@ class SchedulerRuntime:
         self.first_idle = asyncio.Event()
         self._wake = asyncio.Event()
         self._binds: set[asyncio.Task[None]] = set()
+        # When each listing under way was asked for (a resync and a watch's relist can overlap).
+        self._listings_asked: list[float] = []
         self.node_locks = NodeLocks()
         self.locker = NodeLocker(api, known_pod=lambda key: key in self.cache.seen_pods)
         self.volume_events = VolumeEvents(self.cache.state.volumes)
@@ -289,6 +291,14 @@ class SchedulerRuntime:
         reported). Returns each listing's resourceVersion by plural (``nodes``,
         ``pods``, ``persistentvolumeclaims``, ...), where that kind's watch picks up."""
         listed_at = time.monotonic()
+        self._listings_asked.append(listed_at)
+        try:
+            return await self._list_and_apply(listed_at)
+        finally:
+            self._listings_asked.remove(listed_at)
+            self.cache.forget_deletions_before(min(self._listings_asked, default=listed_at))
+
+    async def _list_and_apply(self, listed_at: float) -> dict[str, str]:
         seen: dict[str, set[str]] = {}
         kinds = (
             ("nodes", paths.NODES, self.on_node_event),
