@@ -135,11 +135,12 @@ def test_a_deletion_is_kept_for_a_listing_asked_for_before_it_while_another_ends
                 await release_slow_listing.wait()
             return items, "7"
 
+        answer_at_once = api.list_with_version
         api.list_with_version = slow  # type: ignore[method-assign]
         first = asyncio.ensure_future(runtime.list_and_apply())  # a resync, its pods' listing held
         await slow_listing_asked.wait()
         runtime.on_pod_event("DELETED", PENDING)  # deleted while the first listing is in flight
-        api.list_with_version = ListingApi.list_with_version.__get__(api)  # type: ignore[method-assign]
+        api.list_with_version = answer_at_once  # type: ignore[method-assign]
         api.listed[paths.PODS] = []
         await runtime.list_and_apply()  # a second listing, asked for and ended meanwhile
         release_slow_listing.set()
