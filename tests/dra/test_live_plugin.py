@@ -308,22 +308,22 @@ def test_unreserve_after_a_write_takes_the_pod_out_of_reserved_for() -> None:
 @pytest.mark.parametrize(
     ("case", "settled"),
     [
-        ("written", 1),  # the allocation written: pods sharing the claim are tried again
-        ("write refused", 1),  # given back
-        ("joining an allocated claim", 0),  # nothing was in flight
+        ("written", [False]),  # the allocation written: pods sharing the claim are tried again
+        ("write refused", [True]),  # given back: its devices are free again
+        ("joining an allocated claim", []),  # nothing was in flight
     ],
 )
-def test_allocations_settled_requeue_the_pods_waiting_on_them(case: str, settled: int) -> None:
+def test_allocations_settled_requeue_the_pods_waiting_on_them(case: str, settled: list[bool]) -> None:
     """kube requeues the pods that wait on a claim being allocated when its assume cache
     takes the written claim; the claim's own watch event may come before the answer,
     while the allocation is still in flight, and move them too early."""
     state, binder, api = binder_for([claim("shared", 1)])
-    calls: list[str] = []
+    calls: list[bool] = []
     if case == "joining an allocated claim":
         first = cycle(state, pod("p1", "shared"), "node-1")
         binder.reserve(first)
         asyncio.run(binder.pre_bind(first))
-    binder.settled = lambda: calls.append(case)
+    binder.settled = calls.append
     p = pod("p2", "shared")
     current = cycle(state, p, "node-1")
     binder.reserve(current)
@@ -333,5 +333,5 @@ def test_allocations_settled_requeue_the_pods_waiting_on_them(case: str, settled
             asyncio.run(binder.pre_bind(current))
     else:
         asyncio.run(binder.pre_bind(current))
-    assert len(calls) == settled
+    assert calls == settled
     assert state.dra.in_flight == {}

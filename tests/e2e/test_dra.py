@@ -182,6 +182,13 @@ def test_claims_are_allocated_as_kube_allocates_them(
         )
         placed = _nodes_of(core, namespace)
         assert "greedy" not in placed
+        # The second pod of the shared claim waits for the first one's allocation to be
+        # written, unreported (kube-scheduler would report "in the process of being
+        # allocated").
+        for mate in ("share-a", "share-b"):
+            assert [
+                e.message for e in pod_events(core, namespace, mate) if e.reason == "FailedScheduling"
+            ] == []
         messages = [
             e.message for e in pod_events(core, namespace, "greedy") if e.reason == "FailedScheduling"
         ]

@@ -384,3 +384,64 @@ def test_a_released_pod_whose_room_is_not_free_yet_waits_for_a_change() -> None:
     assert q.pop() is None
     assert q.move_all_to_active_or_backoff() == 1  # its victim's deletion
     assert keys(q) == ["p"]
+
+
+def waiting_for_a_write() -> tuple[SchedulingQueue, Clock]:
+    """A queue whose pod ``p`` was handed out and set to wait for write ``w``."""
+    q, clock = queue()
+    q.add(make_pod("p"))
+    entry = q.pop()
+    assert entry is not None
+    assert q.wait_for(entry.pod.key, "w")
+    return q, clock
+
+
+# A pod waiting for one of this scheduler's own writes is tried again only once that
+# write is answered (``resume``), or after 5 minutes if it never is.
+@pytest.mark.parametrize("meanwhile", ["nothing", "a cluster change", "a named move", "an update of the pod"])
+def test_a_pod_waiting_for_a_write_is_tried_only_when_it_is_answered(meanwhile: str) -> None:
+    q, clock = waiting_for_a_write()
+    happen(meanwhile, q, clock)
+    assert q.pop() is None
+    assert q.next_ready_in() is None
+    assert q.sizes()[QueueName.GATED] == 1
+    assert q.waited_for() == ["w"]
+    assert q.resume("other") == 0
+    assert q.resume("w") == 1
+    assert q.waited_for() == []
+    entry = q.pop()
+    assert entry is not None
+    assert entry.attempts == 1  # the hand-out that waited was not an attempt
+    assert q.resume("w") == 0  # resumed once
+
+
+def test_a_write_never_answered_lets_its_pods_go_after_5_minutes() -> None:
+    q, clock = waiting_for_a_write()
+    clock.now += 299
+    assert q.pop() is None
+    clock.now += 2
+    assert keys(q) == ["p"]
+    assert q.waited_for() == []
+
+
+@pytest.mark.parametrize(
+    ("case", "waits", "resumed", "left"),
+    [
+        ("queued, not handed out", False, 0, ["p"]),
+        ("handed out", True, 1, ["p"]),
+        ("deleted while waiting", True, 0, []),
+    ],
+)
+def test_wait_for_and_resume_by_where_the_pod_is(
+    case: str, waits: bool, resumed: int, left: list[str]
+) -> None:
+    q, _ = queue()
+    q.add(make_pod("p"))
+    if case != "queued, not handed out":
+        assert q.pop() is not None
+    assert q.wait_for("default/p", "w") is waits
+    if case == "deleted while waiting":
+        assert q.forget("default/p")
+        assert q.waited_for() == []
+    assert q.resume("w") == resumed
+    assert keys(q) == left

@@ -15,12 +15,15 @@ import pytest
 from scheduler.k8s.client.api import BindOutcome, BindResult
 from scheduler.k8s.process.settings import load_settings
 from scheduler.k8s.scheduling.binding_cycle import BindingCycle, BindingPlugins, PreBindError
+from scheduler.k8s.scheduling.dra_events import DRA_KINDS
 from scheduler.k8s.scheduling.policy import PolicyManager, TypicalWorkload
+from scheduler.k8s.scheduling.queue import QueueName
 from scheduler.k8s.scheduling.runtime import SchedulerRuntime
 from scheduler.k8s.serving.metrics import Metrics
 from scheduler.objects.pod import Pod
 from scheduler.objects.pod_group import POD_GROUP_LABEL
 from tests.builders import node_manifest, pod_manifest
+from tests.dra.builders import claim_manifest, exactly
 
 
 @dataclass
@@ -306,5 +309,44 @@ def test_gang_scheduling_is_a_plugin_a_profile_can_disable(
         assert api.reasons(key) == reasons
         if reasons == ["FailedScheduling"]:
             assert "PodGroup default/job not found" in api.events[0][2]
+
+    run(body)
+
+
+@pytest.mark.parametrize(
+    ("allocation", "freed"),
+    [("written", False), ("given back", True)],
+)
+def test_a_pod_sharing_a_claim_being_allocated_waits_unreported_until_it_settles(
+    allocation: str, freed: bool
+) -> None:
+    """kube-scheduler fails such a pod in PreFilter ("in the process of being
+    allocated") and reports it; ours waits aside until the write is answered, then is
+    tried at once. Only a given-back allocation (its devices free again) also moves the
+    pods that wait for a cluster change."""
+
+    async def body() -> None:
+        api = RecordingApi()
+        runtime = runtime_with(api, node_manifest("n1", cpu="4"))
+        claims = next(kind for kind in DRA_KINDS if kind.kind == "resourceclaim")
+        runtime.on_dra_event(claims, "ADDED", claim_manifest("shared", exactly("gpu", "gpu", 1)))
+        dra = runtime.cache.state.dra
+        shared = dra.claim("default/shared")
+        assert shared is not None
+        dra.assume(shared)  # another pod's allocation of it, being written
+        big = await one_cycle(runtime, pod_manifest("big", cpu="8"))
+        assert api.reasons(big) == ["FailedScheduling"]
+        manifest = pod_manifest("mate")
+        manifest["spec"]["resourceClaims"] = [{"name": "c", "resourceClaimName": "shared"}]
+        mate = await one_cycle(runtime, manifest)
+        assert api.reasons(mate) == []
+        assert runtime.queue.sizes()[QueueName.GATED] == 1
+        assert runtime.queue.pop() is None
+        dra.forget("default/shared")  # the answer (or the give-back) of the write
+        runtime._claims_settled(freed)
+        entry = runtime.queue.pop()
+        assert entry is not None
+        assert (entry.pod.key, entry.attempts) == (mate, 1)
+        assert runtime.queue.sizes()[QueueName.UNSCHEDULABLE] == (0 if freed else 1), allocation
 
     run(body)

@@ -13,8 +13,9 @@
   merge on ``reservedFor``'s merge key (``uid``), which needs no resourceVersion, so
   pods sharing a claim do not conflict with one another; the answer replaces the
   in-flight allocation in the catalog. While a claim's allocation is in flight, other
-  pods that use it wait (PreFilter: kube's ``resource claim ns/name is in the process
-  of being allocated``);
+  pods that use it wait for it (the runtime holds them aside; a cycle that meets one
+  anyway fails with kube's PreFilter ``resource claim ns/name is in the process of
+  being allocated``);
 - **Unreserve**: in-flight allocations are given back; where PreBind wrote already, the
   pod is removed from ``reservedFor`` (a strategic merge patch deleting its entry by
   uid, as kube's); the resourceclaim controller deallocates a claim no pod reserves.
@@ -98,15 +99,16 @@ class DraBinder:
     name = DYNAMIC_RESOURCES
 
     def __init__(
-        self, state: ClusterState, patch_claim: PatchClaim, settled: Callable[[], None] | None = None
+        self, state: ClusterState, patch_claim: PatchClaim, settled: Callable[[bool], None] | None = None
     ) -> None:
         self.state = state
         self.patch_claim = patch_claim
-        # Called once allocations this binder held in flight are written or given back:
-        # pods that shared a claim being allocated wait for it (kube requeues them when
-        # its assume cache takes the written claim), and the claim's watch event may
-        # have come and gone while the allocation was still in flight.
-        self.settled = settled or (lambda: None)
+        # Called once allocations this binder held in flight are written (False) or
+        # given back (True: their devices are free again): pods that share a claim being
+        # allocated wait for it (kube requeues them when its assume cache takes the
+        # written claim), and the claim's watch event may have come and gone while the
+        # allocation was still in flight.
+        self.settled = settled or (lambda _freed: None)
         self._releases: set[asyncio.Task[None]] = set()
 
     @property
@@ -163,7 +165,7 @@ class DraBinder:
             self.catalog.forget(key)
         sync_dra_gpus(self.state)
         if held.allocations:
-            self.settled()
+            self.settled(True)
 
     async def release(self, cycle: BindingCycle, held: PodClaims) -> None:
         """Remove the pod from ``reservedFor`` of the claims PreBind wrote (kube's
@@ -208,7 +210,7 @@ class DraBinder:
                 sync_dra_gpus(self.state)
                 log.info("claim %s reserved for pod %s on %s", claim.key, pod.key, cycle.node)
         if held.allocations:
-            self.settled()
+            self.settled(False)
 
     async def _write(
         self, pod: Pod, claim: ResourceClaim, allocation: ClaimAllocation | None

@@ -19,8 +19,12 @@ never reported, until an update of the pod lets them in: pods with scheduling ga
 aside too, until its victims' deletions are answered (``hold`` and ``release``: kube's
 DefaultPreemption PreEnqueue under async preemption, ``IsPodRunningPreemption``); no
 cluster change moves it meanwhile, so it is not tried again while its victims are still
-there. Pure logic with an injected clock: the operator drives it from watch events and
-its loop.
+there. A pod that cannot be tried until one of this scheduler's own writes is answered
+(a claim it shares whose allocation is being written) waits aside the same way
+(``wait_for`` and ``resume``), and that hand-out is not counted as an attempt: kube
+tries it, fails it with ``resource claim ... is in the process of being allocated``,
+reports that and requeues it when the claim changes. Pure logic with an injected
+clock: the operator drives it from watch events and its loop.
 """
 
 from __future__ import annotations
@@ -76,6 +80,9 @@ class QueuedPod:
     errored: bool = False
     # Gated while its preemption is carried out (``SchedulingQueue.hold``).
     preempting: bool = False
+    # Gated until this write is answered (``SchedulingQueue.wait_for``), and since when.
+    waiting_for: str | None = None
+    waiting_since: float = 0.0
 
     def backoff_s(self) -> float:
         if self.attempts <= 0:
@@ -99,6 +106,8 @@ class SchedulingQueue:
     # is retried instead of parked (kube's moveRequestCycle).
     _move_cycle: int = 0
     _scanned_at: float = -math.inf
+    # What pods wait aside for (``wait_for``) -> their keys.
+    _waiting: dict[str, set[str]] = field(default_factory=dict)
 
     # ---- adding and removing --------------------------------------------------
 
@@ -110,7 +119,9 @@ class SchedulingQueue:
             known.pod = pod
             if pod.key in self._in_flight:
                 known.changed_in_flight = known.changed_in_flight or changed
-            elif known.where is QueueName.GATED and not known.preempting and not held_before_queue(pod):
+            elif (
+                known.where is QueueName.GATED and not self._held_aside(known) and not held_before_queue(pod)
+            ):
                 self._activate(known)
             elif known.where is QueueName.UNSCHEDULABLE and changed:
                 self._to_backoff(known)
@@ -127,6 +138,8 @@ class SchedulingQueue:
         """The pod was deleted or bound elsewhere: drop it wherever it is."""
         entry = self._pods.pop(key, None)
         in_flight = self._in_flight.pop(key, None)
+        if entry is not None and entry.waiting_for is not None:
+            self._stop_waiting(entry)
         return entry is not None or in_flight is not None
 
     def __contains__(self, key: str) -> bool:
@@ -230,6 +243,52 @@ class SchedulingQueue:
             entry.where = QueueName.UNSCHEDULABLE
         return entry.where
 
+    # ---- waiting for this scheduler's own writes -----------------------------------
+
+    def wait_for(self, key: str, cause: str) -> bool:
+        """The handed-out pod cannot be tried until ``cause`` (a write this scheduler
+        has under way) is answered: it waits aside, tried by nothing and moved by no
+        cluster change, until ``resume(cause)``; this hand-out is not an attempt. False
+        when it is not handed out."""
+        entry = self._in_flight.pop(key, None)
+        if entry is None:
+            return False
+        entry.attempts -= 1
+        entry.changed_in_flight = False
+        entry.where = QueueName.GATED
+        entry.waiting_for = cause
+        entry.waiting_since = self.clock()
+        self._pods[key] = entry
+        self._waiting.setdefault(cause, set()).add(key)
+        return True
+
+    def resume(self, cause: str) -> int:
+        """``cause`` was answered: the pods waiting for it go active. How many did."""
+        moved = 0
+        for key in self._waiting.pop(cause, ()):
+            entry = self._pods.get(key)
+            if entry is not None and entry.waiting_for == cause:
+                entry.waiting_for = None
+                self._activate(entry)
+                moved += 1
+        return moved
+
+    def waited_for(self) -> list[str]:
+        """The writes pods wait for."""
+        return list(self._waiting)
+
+    def _stop_waiting(self, entry: QueuedPod) -> None:
+        cause = entry.waiting_for
+        entry.waiting_for = None
+        keys = self._waiting.get(cause or "")
+        if keys is not None:
+            keys.discard(entry.pod.key)
+            if not keys:
+                del self._waiting[cause or ""]
+
+    def _held_aside(self, entry: QueuedPod) -> bool:
+        return entry.preempting or entry.waiting_for is not None
+
     # ---- cluster events -------------------------------------------------------
 
     def move_all_to_active_or_backoff(self) -> int:
@@ -267,6 +326,10 @@ class SchedulingQueue:
         for entry in list(self._pods.values()):
             if entry.where is QueueName.UNSCHEDULABLE and now - entry.failed_at >= MAX_UNSCHEDULABLE_S:
                 self._to_backoff(entry)
+            elif entry.waiting_for is not None and now - entry.waiting_since >= MAX_UNSCHEDULABLE_S:
+                # A write never answered must not keep its pods aside for good.
+                self._stop_waiting(entry)
+                self._activate(entry)
 
     def next_ready_in(self) -> float | None:
         """Seconds until a backoff pod becomes active (None if none waits); 0 while

@@ -65,6 +65,14 @@ def pod_requests(pod: Pod) -> dict[str, Any]:
     }
 
 
+# ``SchedulingQueue.wait_for`` causes: a claim's allocation being written.
+CLAIM_WRITE = "claim-allocation:"
+
+
+def claim_write(claim_key: str) -> str:
+    return CLAIM_WRITE + claim_key
+
+
 def pod_stub(manifest: Mapping[str, Any]) -> Pod:
     """A pod by its name and UID alone: enough to post an event or a condition about it."""
     metadata = manifest.get("metadata") or {}
@@ -97,9 +105,7 @@ class SchedulerRuntime:
         self.volume_binder = VolumeBinder(api, self.cache.state, lambda key: key in self.cache.seen_pods)
         volumes = VolumeBindingStep(self.volume_binder)
         hami = HamiBinder(self.cache.state, self.locker, self.node_locks)
-        dra = DraBinder(
-            self.cache.state, api_patcher(api), settled=lambda: self._cluster_changed("ResourceClaimChange")
-        )
+        dra = DraBinder(self.cache.state, api_patcher(api), settled=self._claims_settled)
         self.binding = BindingPlugins(
             reserve_plugins=(volumes, dra, hami),
             pre_bind_plugins=(volumes, dra),
@@ -246,6 +252,36 @@ class SchedulerRuntime:
         if moved:
             self.metrics.incoming_pods.labels(QueueName.BACKOFF.value, event).inc(moved)
             self._wake.set()
+
+    def _waits_for_claim(self, pod: Pod) -> bool:
+        """The pod shares a claim whose allocation this scheduler is writing for another
+        pod: it waits aside, unreported, until that write is answered (``_claims_settled``).
+        kube-scheduler tries it, fails it in PreFilter (``resource claim ... is in the
+        process of being allocated``), reports that and requeues it when the claim
+        changes; in a burst of pods sharing claims, where our cycles outpace our writes,
+        that cost thousands of attempts, FailedScheduling events and requeues."""
+        flying = self.cache.state.dra.in_flight
+        if not flying or not pod.resource_claims:
+            return False
+        for name in pod.resource_claims:
+            key = f"{pod.namespace}/{name}"
+            if name is not None and key in flying:
+                return self.queue.wait_for(pod.key, claim_write(key))
+        return False
+
+    def _claims_settled(self, freed: bool) -> None:
+        """Allocations in flight were written or given back (``freed``: their devices
+        are free again): the pods waiting for a claim no longer in flight are tried."""
+        flying = self.cache.state.dra.in_flight
+        moved = 0
+        for cause in self.queue.waited_for():
+            if cause.removeprefix(CLAIM_WRITE) not in flying:
+                moved += self.queue.resume(cause)
+        if moved:
+            self.metrics.incoming_pods.labels(QueueName.ACTIVE.value, "ResourceClaimChange").inc(moved)
+            self._wake.set()
+        if freed:
+            self._cluster_changed("ResourceClaimChange")
 
     def _cluster_changed(self, event: str) -> None:
         moved = self.queue.move_all_to_active_or_backoff()
@@ -396,6 +432,8 @@ class SchedulerRuntime:
         group = self.gang_of(pod, active)
         if group:
             schedule_gang(self, entry, group, started)
+            return
+        if self._waits_for_claim(pod):
             return
         decision = self.decide(pod, active)
         self.observe_cycle(decision, started, active)
