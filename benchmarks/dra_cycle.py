@@ -6,10 +6,11 @@ pods: each pod's own claim of one device of ``test-class`` (``device.driver ==
     .venv/bin/python benchmarks/dra_cycle.py [--nodes 1000] [--allocated 5000] [--measure-pods 50]
 
 ``--allocated`` claims are allocated first (the init pods', spread over the nodes), then
-each measured pod's pending claim is added and the pod decided with the ``fgd-reserve``
-profile (not placed: every cycle sees the same devices taken). Prints milliseconds of
-process CPU per cycle over the measured pods, the first cycle apart (it reads every
-node's slices and selectors for the first time).
+each measured pod's pending claim is added, the pod decided with the ``fgd-reserve``
+profile and its claim allocated on the chosen node as Reserve does (in flight), so each
+cycle sees the devices the one before took, as live. Prints milliseconds of process CPU
+per cycle over the measured pods, the first cycle apart (it reads every node's slices
+and selectors for the first time).
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from scheduler_perf_dra import resource_slice
 
 from scheduler.dra.catalog import CLAIMS, CLASSES, SLICES
+from scheduler.dra.node_filter import filter_node
 from scheduler.framework.profile import schedule_pod
+from scheduler.k8s.scheduling.dra_binder import allocated as with_allocation
 from scheduler.objects.pod_manifest import pod_from_manifest
 from scheduler.plugins.profiles import build_profile
 from scheduler.state.cluster_state import ClusterState
@@ -74,6 +77,12 @@ def run(nodes: int, allocated: int, measure_pods: int) -> list[float]:
         spent.append(time.process_time() - started)
         if not decision.scheduled:
             raise SystemExit(f"pod {pod.name} fits nowhere: {decision.message}")
+        pending = catalog.pod_claims(pod.namespace, pod.name, pod.resource_claims)
+        node = state.nodes[decision.node_index]
+        reserved = filter_node(
+            pending, catalog.classes, catalog.slice_index(), node.name, node.labels, catalog.in_use()
+        )
+        catalog.assume(with_allocation(pending[0], reserved.allocations[0]))
     return spent
 
 

@@ -29,6 +29,7 @@ from scheduler.dra.manifests import (
 )
 from scheduler.dra.objects import DeviceClass, ResourceClaim, ResourceSlice
 from scheduler.dra.pools import SliceIndex
+from scheduler.dra.verdicts import AllocationVerdicts
 
 # resourceclaim.ErrClaimNotFound's text (k8s.io/dynamic-resource-allocation/resourceclaim).
 NOT_CREATED_YET: Final = "ResourceClaim not created yet"
@@ -83,6 +84,11 @@ class DraCatalog:
         # Moves whenever a slice is added, changed or removed: what is computed from the
         # slices (``gpu_view``) is redone only then, never compared slice by slice.
         self.slices_generation = 0
+        self._classes_generation = 0
+        # Per (driver, pool): moves whenever one of its devices is taken or freed, so
+        # that a node's kept allocator verdict is redone only then (``verdicts``).
+        self.pool_versions: dict[tuple[str, str], int] = {}
+        self._verdicts: tuple[int, int, AllocationVerdicts] | None = None
 
     # ---- watch events ---------------------------------------------------------------
 
@@ -107,6 +113,7 @@ class DraCatalog:
             if self.classes.get(key) == device_class:
                 return False
             self.classes[key] = device_class
+            self._classes_generation += 1
         elif plural == SLICES:
             resource_slice = resource_slice_from_manifest(manifest)
             if self.slices.get(key) == resource_slice:
@@ -132,6 +139,8 @@ class DraCatalog:
             return False
         if plural == CLAIMS:
             self._hold(key)
+        if plural == CLASSES:
+            self._classes_generation += 1
         if plural == SLICES:
             self._slice_index = None
             self.slices_generation += 1
@@ -163,6 +172,14 @@ class DraCatalog:
             self._slice_index = SliceIndex.of(self.slices.values())
         return self._slice_index
 
+    def verdicts(self) -> AllocationVerdicts:
+        """The allocator's verdicts kept per node (``scheduler.dra.verdicts``) for the
+        current classes and slices; valid with ``in_use()`` as the devices in use."""
+        stamp = (self._classes_generation, self.slices_generation)
+        if self._verdicts is None or self._verdicts[:2] != stamp:
+            self._verdicts = (*stamp, AllocationVerdicts(self.pool_versions))
+        return self._verdicts[2]
+
     def in_use(self) -> set[DeviceId]:
         """The devices every allocated claim consumes, in-flight allocations included
         (not to be changed by the caller)."""
@@ -183,11 +200,18 @@ class DraCatalog:
             if self._holders[device] <= 0:
                 del self._holders[device]
                 self._in_use.discard(device)
+                self._pool_changed(device)
         if held:
             self._held[key] = held
             for device in held:
                 self._holders[device] += 1
-                self._in_use.add(device)
+                if device not in self._in_use:
+                    self._in_use.add(device)
+                    self._pool_changed(device)
+
+    def _pool_changed(self, device: DeviceId) -> None:
+        pool = (device[0], device[1])
+        self.pool_versions[pool] = self.pool_versions.get(pool, 0) + 1
 
     def pod_claims(
         self, namespace: str, pod_name: str, claim_names: Sequence[str | None]

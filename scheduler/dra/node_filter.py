@@ -40,6 +40,7 @@ from scheduler.dra.objects import (
     ResourceSlice,
 )
 from scheduler.dra.pools import SliceIndex
+from scheduler.dra.verdicts import ShapeVerdicts
 from scheduler.framework.status import SUCCESS, Status, error, unresolvable
 
 PLUGIN = "DynamicResources"
@@ -125,9 +126,12 @@ def filter_node(
     node_labels: Mapping[str, str],
     in_use: set[DeviceId],
     timeout_s: float | None = FILTER_TIMEOUT_S,
+    verdicts: ShapeVerdicts | None = None,
 ) -> NodeDecision:
     """Can the pod's claims be used on this node? ``in_use``: the devices of every
-    allocated claim in the cluster (``devices_in_use``)."""
+    allocated claim in the cluster (``devices_in_use``). ``verdicts``: the catalog's
+    kept verdicts for the pod's claims still to allocate (``DraCatalog.verdicts``), used
+    only with the catalog's ``in_use`` and a ``SliceIndex``."""
     pending = []
     unavailable = False
     for claim in pod_claims:
@@ -137,11 +141,19 @@ def filter_node(
         selector = claim.allocation.node_selector
         if selector is not None and not selector.matches(node_name, node_labels):
             unavailable = True
-    allocations: list[ClaimAllocation] = []
+    allocations: Sequence[ClaimAllocation] = ()
     if pending:
         # kube allocates first and reports unavailable shared claims after.
+        def search() -> list[ClaimAllocation] | None:
+            return allocate(pending, classes, slices, node_name, node_labels, in_use, timeout_s)
+
         try:
-            found = allocate(pending, classes, slices, node_name, node_labels, in_use, timeout_s)
+            if verdicts is not None and isinstance(slices, SliceIndex):
+                found: Sequence[ClaimAllocation] | None = verdicts.allocate(
+                    node_name, slices.node_view(node_name, node_labels), search
+                )
+            else:
+                found = search()
         except AllocationTimeoutError:
             return NodeDecision(error(PLUGIN, f"node {node_name}: timed out trying to allocate devices"))
         except InvalidPoolsError as exc:

@@ -62,12 +62,15 @@ class DynamicResources(FilterBase):
         catalog = ctx.state.dra
         in_use = catalog.in_use()
         slices = catalog.slice_index()
+        verdicts = catalog.verdicts().for_claims([c for c in claims if c.allocation is None])
         rejected: dict[tuple[str, Code], list[int]] = defaultdict(list)
         # Each feasible node's allocation, for the Score (``scores/dynamic_resources.py``).
         allocations: dict[int, tuple[ClaimAllocation, ...]] = ctx.data.setdefault(ALLOCATIONS, {})
         for position, row in enumerate(nodes.tolist()):
             node = ctx.state.nodes[row]
-            decision = filter_node(claims, catalog.classes, slices, node.name, node.labels, in_use)
+            decision = filter_node(
+                claims, catalog.classes, slices, node.name, node.labels, in_use, verdicts=verdicts
+            )
             if not decision.status.ok:
                 rejected[(decision.status.message, decision.status.code)].append(position)
             else:
