@@ -445,3 +445,16 @@ def test_wait_for_and_resume_by_where_the_pod_is(
         assert q.waited_for() == []
     assert q.resume("w") == resumed
     assert keys(q) == left
+
+
+def test_pods_resumed_together_are_tried_in_the_order_they_began_to_wait() -> None:
+    q, _ = queue()
+    names = ["p3", "p1", "p2", "p0"]
+    for name in names:
+        q.add(make_pod(name))
+    for _ in names:
+        entry = q.pop()
+        assert entry is not None
+        assert q.wait_for(entry.pod.key, "w")
+    assert q.resume("w") == len(names)
+    assert keys(q) == names

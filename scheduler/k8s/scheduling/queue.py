@@ -106,8 +106,8 @@ class SchedulingQueue:
     # is retried instead of parked (kube's moveRequestCycle).
     _move_cycle: int = 0
     _scanned_at: float = -math.inf
-    # What pods wait aside for (``wait_for``) -> their keys.
-    _waiting: dict[str, set[str]] = field(default_factory=dict)
+    # What pods wait aside for (``wait_for``) -> their keys, in the order they began.
+    _waiting: dict[str, dict[str, None]] = field(default_factory=dict)
 
     # ---- adding and removing --------------------------------------------------
 
@@ -259,11 +259,12 @@ class SchedulingQueue:
         entry.waiting_for = cause
         entry.waiting_since = self.clock()
         self._pods[key] = entry
-        self._waiting.setdefault(cause, set()).add(key)
+        self._waiting.setdefault(cause, {})[key] = None
         return True
 
     def resume(self, cause: str) -> int:
-        """``cause`` was answered: the pods waiting for it go active. How many did."""
+        """``cause`` was answered: the pods waiting for it go active, in the order they
+        began to wait. How many did."""
         moved = 0
         for key in self._waiting.pop(cause, ()):
             entry = self._pods.get(key)
@@ -282,7 +283,7 @@ class SchedulingQueue:
         entry.waiting_for = None
         keys = self._waiting.get(cause or "")
         if keys is not None:
-            keys.discard(entry.pod.key)
+            keys.pop(entry.pod.key, None)
             if not keys:
                 del self._waiting[cause or ""]
 
