@@ -273,24 +273,6 @@ def test_a_connection_that_cannot_be_opened_fails_the_requests_waiting() -> None
     assert all(isinstance(o, ConnectionRefusedError) for o in outcomes), outcomes
 
 
-def test_a_server_that_does_not_answer_fails_a_burst_in_one_connect_timeout() -> None:
-    async def scenario() -> tuple[list[BaseException | Response], float]:
-        async with serving(ok) as (_, url):
-            pool = ConnectionPool(url, None, None, 8, 0.2, 5.0, max_connecting=2)
-            slow_to_connect(pool, 5.0)
-            started = asyncio.get_running_loop().time()
-            outcomes = await asyncio.gather(
-                *(pool.request("POST", "/x", {}, b"") for _ in range(20)), return_exceptions=True
-            )
-            took = asyncio.get_running_loop().time() - started
-            await pool.close()
-            return list(outcomes), took
-
-    outcomes, took = asyncio.run(scenario())
-    assert all(isinstance(o, TimeoutError) for o in outcomes), outcomes
-    assert took < 1.0
-
-
 @pytest.mark.parametrize(
     ("handler", "error", "message"),
     [

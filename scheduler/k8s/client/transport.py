@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import json
 import ssl
 from collections import deque
@@ -131,8 +130,8 @@ class ConnectionPool:
     requests waiting, at most ``max_connecting`` at a time, so a short burst of writes
     reuses the first ones instead of paying a TCP and TLS handshake per write, and a
     long one still reaches ``limit``. A connection that fails, times out or is cancelled
-    mid-request is closed, never reused; a connection that cannot be opened fails
-    requests waiting (``_failed_to_connect``)."""
+    mid-request is closed, never reused; a connection that cannot be opened fails the
+    request that has waited longest."""
 
     def __init__(
         self,
@@ -241,28 +240,17 @@ class ConnectionPool:
             self.connecting -= 1
             self.open -= 1
             raise
-        except Exception as error:
+        except Exception as error:  # the oldest waiting request reports it
             self.connecting -= 1
             self.open -= 1
-            self._failed_to_connect(error)
+            waiter = self._next_waiter()
+            if waiter is not None:
+                waiter.set_exception(error)
+            self._grow()
             return
         self.connecting -= 1
         self._release(connection)
         self._grow()
-
-    def _failed_to_connect(self, error: Exception) -> None:
-        """A connection could not be opened. With others open, they serve the requests
-        waiting, and the one that waited longest reports the error. With none open, none
-        will serve them: all fail with it but those the connections still being opened
-        may serve (a server that does not answer fails a burst in one connect timeout,
-        not one per request). The next request tries again."""
-        established = self.open - self.connecting
-        failing = 1 if established > 0 else max(1, len(self._waiters) - self.connecting)
-        for _ in range(failing):
-            waiter = self._next_waiter()
-            if waiter is None:
-                return
-            waiter.set_exception(copy.copy(error))
 
     async def _connect(self) -> Connection:
         try:
