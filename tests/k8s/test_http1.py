@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client
 
 from scheduler.k8s.client.http1 import HttpProtocolError, Response, ResponseReader
-from scheduler.k8s.client.transport import ApiTransport, Connection, ConnectionPool
+from scheduler.k8s.client.transport import ApiTransport, ConnectionPool
 
 ANSWERS = [
     (
@@ -203,74 +203,6 @@ def test_concurrent_requests_wait_for_one_of_limit_connections() -> None:
     assert server.connections == 3
     assert server.most_open == 3
     assert opened == 3
-
-
-def slow_to_connect(pool: ConnectionPool, delay_s: float) -> list[int]:
-    """Each connection of ``pool`` takes ``delay_s`` to open (a TLS handshake, say);
-    returns the number being opened, itself included, sampled as each one starts."""
-    opening: list[int] = []
-    connect = pool._connecting
-
-    async def slowly() -> tuple[asyncio.BaseTransport, Connection]:
-        opening.append(pool.connecting)
-        await asyncio.sleep(delay_s)
-        return await connect()
-
-    pool._connecting = slowly  # type: ignore[method-assign]
-    return opening
-
-
-@pytest.mark.parametrize(
-    ("requests", "answer_s", "connect_s", "most_connections"),
-    [
-        # Answers slower than handshakes: the pool grows to its limit, 2 at a time.
-        (40, 0.05, 0.01, 8),
-        # Answers much faster than handshakes: the first connections serve the burst.
-        (40, 0.0, 0.2, 4),
-    ],
-    ids=["slow-answers", "slow-handshakes"],
-)
-def test_a_burst_opens_connections_a_few_at_a_time(
-    requests: int, answer_s: float, connect_s: float, most_connections: int
-) -> None:
-    async def answer(head: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await asyncio.sleep(answer_s)
-        writer.write(b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}")
-        await writer.drain()
-
-    async def scenario() -> tuple[list[int], list[int], LocalServer]:
-        async with serving(answer) as (server, url):
-            pool = ConnectionPool(url, None, None, 8, 5.0, 5.0, max_connecting=2)
-            opening = slow_to_connect(pool, connect_s)
-            answers = await asyncio.gather(*(pool.request("POST", "/x", {}, b"") for _ in range(requests)))
-            await pool.close()
-            return [a.status for a in answers], opening, server
-
-    statuses, opening, server = asyncio.run(scenario())
-    assert statuses == [201] * requests
-    assert max(opening) == 2  # counting itself: a third never starts while two are being opened
-    assert server.connections <= most_connections
-    if most_connections == 8:
-        assert server.connections == 8
-
-
-def test_a_connection_that_cannot_be_opened_fails_the_requests_waiting() -> None:
-    async def scenario() -> list[BaseException | Response]:
-        server = await asyncio.start_server(lambda _r, _w: None, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        server.close()
-        await server.wait_closed()
-        pool = ConnectionPool(f"http://127.0.0.1:{port}", None, None, 8, 5.0, 5.0, max_connecting=2)
-        outcomes = await asyncio.wait_for(
-            asyncio.gather(*(pool.request("POST", "/x", {}, b"") for _ in range(5)), return_exceptions=True),
-            5,
-        )
-        assert (pool.open, pool.connecting) == (0, 0)
-        await pool.close()
-        return list(outcomes)
-
-    outcomes = asyncio.run(scenario())
-    assert all(isinstance(o, ConnectionRefusedError) for o in outcomes), outcomes
 
 
 @pytest.mark.parametrize(

@@ -40,8 +40,6 @@ REQUEST_TIMEOUT_S = 70.0
 CONNECT_TIMEOUT_S = 10.0
 # A connection idle this long is closed rather than reused: the server may be closing it.
 IDLE_S = 15.0
-# Connections a pool opens at a time (``ConnectionPool``).
-MAX_CONNECTING = 4
 # What ``ApiTransport.warm`` asks for: answered to any client (system:public-info-viewer).
 WARM_PATH = "/version"
 
@@ -125,13 +123,8 @@ class Connection(asyncio.Protocol):
 class ConnectionPool:
     """Requests to the server at ``url`` (or along ``to``, a ``route.Route``: through a
     proxy, say) over at most ``limit`` connections, reused while they stay open (newest
-    first). A request that finds none idle waits for the first one free: one another
-    request hands back, or one the pool opens for it. The pool opens connections for the
-    requests waiting, at most ``max_connecting`` at a time, so a short burst of writes
-    reuses the first ones instead of paying a TCP and TLS handshake per write, and a
-    long one still reaches ``limit``. A connection that fails, times out or is cancelled
-    mid-request is closed, never reused; a connection that cannot be opened fails the
-    request that has waited longest."""
+    first). A request waits for a connection when ``limit`` are busy. A connection that
+    fails, times out or is cancelled mid-request is closed, never reused."""
 
     def __init__(
         self,
@@ -142,7 +135,6 @@ class ConnectionPool:
         connect_timeout_s: float,
         request_timeout_s: float,
         to: Route | None = None,
-        max_connecting: int = MAX_CONNECTING,
     ) -> None:
         if to is None:
             to = route(url, ssl_context, server_hostname)
@@ -155,14 +147,11 @@ class ConnectionPool:
         self.server_hostname = to.server_hostname
         self.headers = to.request_headers
         self.limit = limit
-        self.max_connecting = max(1, max_connecting)
         self.connect_timeout_s = connect_timeout_s
         self.request_timeout_s = request_timeout_s
         self.open = 0  # connections open or being opened
-        self.connecting = 0  # connections being opened
         self._idle: list[Connection] = []
-        self._waiters: deque[asyncio.Future[Connection]] = deque()
-        self._openings: set[asyncio.Task[None]] = set()
+        self._waiters: deque[asyncio.Future[Connection | None]] = deque()
         self._closed = False
 
     async def request(self, method: str, target: str, headers: Mapping[str, str], body: bytes) -> Response:
@@ -188,8 +177,6 @@ class ConnectionPool:
 
     async def close(self) -> None:
         self._closed = True
-        for task in self._openings:
-            task.cancel()
         for connection in self._idle:
             connection.close()
         self._idle.clear()
@@ -208,49 +195,25 @@ class ConnectionPool:
                 return connection
             connection.close()
             self.open -= 1
-        waiter: asyncio.Future[Connection] = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
-        self._grow()
-        try:
-            return await waiter
-        except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
-                self._release(waiter.result())  # handed one, but gone before it ran
-            raise
-
-    def _grow(self) -> None:
-        """Open connections for the requests waiting that the connections being opened
-        will not serve, within ``limit`` and ``max_connecting``."""
-        while (
-            not self._closed
-            and len(self._waiters) > self.connecting  # a cancelled waiter may count: rare
-            and self.open < self.limit
-            and self.connecting < self.max_connecting
-        ):
+        if self.open < self.limit:
             self.open += 1
-            self.connecting += 1
-            task = asyncio.get_running_loop().create_task(self._open_one())
-            self._openings.add(task)
-            task.add_done_callback(self._openings.discard)
-
-    async def _open_one(self) -> None:
+        else:
+            waiter: asyncio.Future[Connection | None] = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                handed = await waiter
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                    self._hand_back(waiter.result())
+                raise
+            if handed is not None:
+                return handed
+            # Handed a slot: a connection closed and its count is now ours.
         try:
-            connection = await self._connect()
-        except asyncio.CancelledError:
-            self.connecting -= 1
-            self.open -= 1
+            return await self._connect()
+        except BaseException:
+            self._free_slot()
             raise
-        except Exception as error:  # the oldest waiting request reports it
-            self.connecting -= 1
-            self.open -= 1
-            waiter = self._next_waiter()
-            if waiter is not None:
-                waiter.set_exception(error)
-            self._grow()
-            return
-        self.connecting -= 1
-        self._release(connection)
-        self._grow()
 
     async def _connect(self) -> Connection:
         try:
@@ -288,28 +251,36 @@ class ConnectionPool:
             ssl_handshake_timeout=handshake_s,
         )
 
+    def _hand_back(self, connection: Connection | None) -> None:
+        """A waiter that was handed ``connection`` (or a slot, None) is gone."""
+        if connection is None:
+            self._free_slot()
+        else:
+            self._release(connection)
+
     def _release(self, connection: Connection) -> None:
-        """A connection is free (or closed): the oldest waiting request gets it, or it
-        waits idle; a closed one frees its place for the requests waiting."""
         if self._closed or not connection.reusable:
             connection.close()
-            self.open -= 1
-            self._grow()
+            self._free_slot()
             return
         connection.idle_since = asyncio.get_running_loop().time()
-        waiter = self._next_waiter()
-        if waiter is not None:
-            waiter.set_result(connection)
-        else:
+        if not self._wake(connection):
             self._idle.append(connection)
 
-    def _next_waiter(self) -> asyncio.Future[Connection] | None:
-        """The request that has waited longest and still waits."""
+    def _free_slot(self) -> None:
+        """A connection closed (or never opened): the oldest waiter gets its slot and
+        opens one of its own; with none waiting, the slot is free."""
+        if not self._wake(None):
+            self.open -= 1
+
+    def _wake(self, handed: Connection | None) -> bool:
+        """Hand ``handed`` (None: a slot) to the oldest waiter; False if none waits."""
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
-                return waiter
-        return None
+                waiter.set_result(handed)
+                return True
+        return False
 
 
 class ApiTransport:
