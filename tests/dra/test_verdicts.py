@@ -197,3 +197,19 @@ def test_a_node_whose_labels_change_is_decided_over_the_pools_it_sees_now(before
     assert walk.decide([pair])["node-1"].status.ok is (before == "a")
     walk.labels["node-1"] = {"zone": after}
     assert walk.decide([pair])["node-1"].status.ok is (after == "a")
+
+
+def test_claims_whose_specs_cannot_be_kept_are_decided_each_time() -> None:
+    """A claim with opaque configuration (a mapping: its spec does not hash) gets no
+    kept verdicts, and the Filter decides it as the allocator does."""
+    walk = Walk(0)
+    manifest = claim_manifest("configured", exactly("one", "gpu"))
+    opaque = {"driver": DRIVER_A, "parameters": {"sharing": {"strategy": "TimeSlicing"}}}
+    manifest["spec"]["devices"]["config"] = [{"opaque": opaque}]
+    walk.catalog.apply(CLAIMS, "ADDED", manifest)
+    configured = walk.catalog.claim("default/configured")
+    assert configured is not None
+    assert walk.catalog.verdicts().for_claims([configured]) is None
+    decisions = walk.decide([configured])
+    assert all(d.status.ok for d in decisions.values())
+    assert decisions["node-1"].allocations[0].config[0]["opaque"] == opaque
