@@ -65,14 +65,6 @@ def pod_requests(pod: Pod) -> dict[str, Any]:
     }
 
 
-# ``SchedulingQueue.wait_for`` causes: a claim's allocation being written.
-CLAIM_WRITE = "claim-allocation:"
-
-
-def claim_write(claim_key: str) -> str:
-    return CLAIM_WRITE + claim_key
-
-
 def pod_stub(manifest: Mapping[str, Any]) -> Pod:
     """A pod by its name and UID alone: enough to post an event or a condition about it."""
     metadata = manifest.get("metadata") or {}
@@ -266,7 +258,7 @@ class SchedulerRuntime:
         for name in pod.resource_claims:
             key = f"{pod.namespace}/{name}"
             if name is not None and key in flying:
-                return self.queue.wait_for(pod.key, claim_write(key))
+                return self.queue.wait_for(pod.key, key)  # the cause: that claim's write
         return False
 
     def _claims_settled(self, freed: bool) -> None:
@@ -274,9 +266,9 @@ class SchedulerRuntime:
         are free again): the pods waiting for a claim no longer in flight are tried."""
         flying = self.cache.state.dra.in_flight
         moved = 0
-        for cause in self.queue.waited_for():
-            if cause.removeprefix(CLAIM_WRITE) not in flying:
-                moved += self.queue.resume(cause)
+        for claim_key in self.queue.waited_for():
+            if claim_key not in flying:
+                moved += self.queue.resume(claim_key)
         if moved:
             self.metrics.incoming_pods.labels(QueueName.ACTIVE.value, "ResourceClaimChange").inc(moved)
             self._wake.set()
