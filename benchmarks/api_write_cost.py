@@ -8,6 +8,9 @@ connections are open (a first pass opens them: with up to ``client.connections``
 them, a burst pays a TCP and TLS handshake per connection once). The first pass of the
 bursts is shown on a line of its own ("all at once, new"): what a burst costs when it
 finds no connection open, as the first after a start or after ``IDLE_S`` of quiet does.
+With ``--http2`` the same Events also go through httpx over HTTP/2 (one connection,
+multiplexed, as client-go writes); httpx is not a dependency of the scheduler
+(``pip install --target DIR 'httpx[http2]'`` and put DIR on PYTHONPATH).
 
     hack/cluster.sh up
     .venv/bin/python benchmarks/api_write_cost.py --kubeconfig .cache/clusters/rl-dev/kubeconfig.yaml
@@ -21,6 +24,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
+import json
+import ssl
 import statistics
 import time
 from collections.abc import Awaitable, Callable
@@ -42,23 +48,27 @@ def transport_post(api: KubeApi, pod: Pod) -> Callable[[int], Awaitable[None]]:
     return post
 
 
+def event_manifest(api: KubeApi, pod: Pod, i: int) -> dict[str, Any]:
+    """The Event ``post_event`` writes for call ``i``, for the paths that build their own."""
+    return {
+        "metadata": {"name": f"{pod.name}.{time.time_ns():x}", "namespace": pod.namespace},
+        "eventTime": micro_time(now()),
+        "reportingController": api.scheduler_name,
+        "reportingInstance": api.identity,
+        "action": "Posting",
+        "reason": "Benchmark",
+        "type": "Normal",
+        "note": f"call {i}",
+        "regarding": object_reference(pod),
+    }
+
+
 def official_post(api: KubeApi, pod: Pod) -> Callable[[int], Awaitable[None]]:
     """The same Event through the generated class and its model, in a worker thread."""
     events_api = client.EventsV1Api(api.api_client)
 
     def create(i: int) -> None:
-        event = {
-            "metadata": {"name": f"{pod.name}.{time.time_ns():x}", "namespace": pod.namespace},
-            "eventTime": micro_time(now()),
-            "reportingController": api.scheduler_name,
-            "reportingInstance": api.identity,
-            "action": "Posting",
-            "reason": "Benchmark",
-            "type": "Normal",
-            "note": f"call {i}",
-            "regarding": object_reference(pod),
-        }
-        body = client.EventsV1Event.model_validate(event)
+        body = client.EventsV1Event.model_validate(event_manifest(api, pod, i))
         response: Any = events_api.create_namespaced_event(
             pod.namespace, body, _preload_content=False, _request_timeout=api.timeout
         )
@@ -71,6 +81,39 @@ def official_post(api: KubeApi, pod: Pod) -> Callable[[int], Awaitable[None]]:
         await api.call(create, i, limiter=api.event_limiter)
 
     return post
+
+
+def http2_post(api: KubeApi, pod: Pod, session: Any) -> Callable[[int], Awaitable[None]]:
+    """The same Event through ``session``, an ``httpx.AsyncClient`` speaking HTTP/2."""
+    path = f"/apis/events.k8s.io/v1/namespaces/{pod.namespace}/events"
+
+    async def post(i: int) -> None:
+        event = {"apiVersion": "events.k8s.io/v1", "kind": "Event", **event_manifest(api, pod, i)}
+        answer = await session.post(
+            path, content=json.dumps(event).encode(), headers={"Content-Type": "application/json"}
+        )
+        if answer.status_code != 201 or answer.http_version != "HTTP/2":
+            raise SystemExit(f"httpx: {answer.http_version} {answer.status_code}: {answer.text[:200]}")
+
+    return post
+
+
+def httpx_module() -> Any:
+    try:
+        importlib.import_module("h2")
+        return importlib.import_module("httpx")
+    except ImportError:
+        raise SystemExit("--http2 needs httpx[http2]: pip install --target DIR 'httpx[http2]'") from None
+
+
+def http2_session(api: KubeApi) -> Any:
+    """An ``httpx.AsyncClient`` for HTTP/2 with ``api``'s server, CA and client certificate."""
+    httpx = httpx_module()
+    configuration = api.configuration
+    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+    if configuration.cert_file:
+        context.load_cert_chain(configuration.cert_file, configuration.key_file)
+    return httpx.AsyncClient(http2=True, verify=context, base_url=configuration.host)
 
 
 Figures = tuple[float, float]  # CPU seconds, wall seconds, per call
@@ -97,18 +140,28 @@ async def cost_per_call(
     return passes[0], passes[1]
 
 
+def paths(args: argparse.Namespace) -> tuple[str, ...]:
+    return ("transport", "official client", *(("httpx http/2",) if args.http2 else ()))
+
+
 async def measure(args: argparse.Namespace) -> dict[tuple[str, str], list[Figures]]:
     settings = ClientSettings.model_validate({"qps": 1e6, "burst": 1_000_000, "kubeconfig": args.kubeconfig})
     pod = Pod(name="write-cost", namespace=args.namespace)
     results: dict[tuple[str, str], list[Figures]] = {}
     for _round in range(args.rounds):
-        for path in ("transport", "official client"):
+        for path in paths(args):
             for mode in ("one at a time", "all at once"):
                 api = KubeApi(settings, "write-cost", "benchmark")
-                post = (official_post if path == "official client" else transport_post)(api, pod)
+                session = http2_session(api) if path == "httpx http/2" else None
+                if session is not None:
+                    post = http2_post(api, pod, session)
+                else:
+                    post = (official_post if path == "official client" else transport_post)(api, pod)
                 try:
                     first, figures = await cost_per_call(post, args.events, mode == "all at once")
                 finally:
+                    if session is not None:
+                        await session.aclose()
                     await api.close()
                 results.setdefault((path, mode), []).append(figures)
                 if mode == "all at once":
@@ -122,7 +175,10 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=300, help="events per path and mode")
     parser.add_argument("--rounds", type=int, default=3, help="repetitions, interleaved; medians shown")
     parser.add_argument("--namespace", default="write-cost")
+    parser.add_argument("--http2", action="store_true", help="also through httpx over HTTP/2")
     args = parser.parse_args()
+    if args.http2:
+        httpx_module()  # missing: said before anything is sent
     api_client = config.new_client_from_config(config_file=str(args.kubeconfig))  # type: ignore[no-untyped-call]
     core, events = client.CoreV1Api(api_client), client.EventsV1Api(api_client)
     with contextlib.suppress(ApiException):  # already there
@@ -132,7 +188,7 @@ def main() -> None:
         results = asyncio.run(measure(args))
         # post_event logs and drops a failed write: count what arrived.
         posted = len(events.list_namespaced_event(args.namespace).items)
-        expected = args.rounds * 2 * 2 * 2 * args.events  # rounds, paths, modes, passes
+        expected = args.rounds * len(paths(args)) * 2 * 2 * args.events  # rounds, paths, modes, passes
         if posted != expected:
             raise SystemExit(f"{posted} of {expected} events reached the API server")
     finally:
