@@ -90,13 +90,19 @@ def decide(state: ClusterState, pod: Pod) -> tuple[int | None, float, float]:
     return int(feasible[best]), grouped, reference
 
 
-def run(workload: str, nodes: int, init_pods: int, measure_pods: int) -> tuple[float, float, int]:
+def seeded_cluster(workload: str, nodes: int, init_pods: int) -> ClusterState:
+    """``cluster`` with ``init_pods`` of the workload's template (namespace sched-0) placed
+    round-robin (kube-scheduler places them in the real harness)."""
     state = cluster(workload, nodes)
-    template = WORKLOADS[workload]
-    # Init pods are placed round-robin (kube-scheduler places them in the real harness).
     for i in range(init_pods):
-        pod = template_pod(template, "sched-0", f"init-{i}")
+        pod = template_pod(WORKLOADS[workload], "sched-0", f"init-{i}")
         state.place(pod, state.nodes[i % nodes].name)
+    return state
+
+
+def run(workload: str, nodes: int, init_pods: int, measure_pods: int) -> tuple[float, float, int]:
+    state = seeded_cluster(workload, nodes, init_pods)
+    template = WORKLOADS[workload]
     grouped_total = reference_total = 0.0
     unplaced = 0
     base = template_pod(template, "sched-1", "measured")

@@ -5,7 +5,7 @@ carry affinity terms (the learned policy's share of the 100-pod affinity cases).
     .venv/bin/python benchmarks/affinity_profile_cycle.py [--nodes 1000] [--pods 300] \\
         [--warmup 50] [--profiles fgd-reserve,fgd,gnn] [--workloads SchedulingPodAffinity,...]
 
-The cluster is ``affinity_cycle``'s: ``--nodes`` of kube's ``node-default.yaml`` and one
+The cluster is ``affinity_cycle.seeded_cluster``: ``--nodes`` of kube's ``node-default.yaml`` and one
 init pod of the workload's template per node (namespace sched-0); then ``--pods``
 measured pods (sched-1), each placed where the profile decides, the first ``--warmup``
 untimed. FGD's typical pods are openb's ``default`` trace, as ``policy_inference`` reads
@@ -21,7 +21,7 @@ from collections import Counter
 from dataclasses import replace
 
 import numpy as np
-from affinity_cycle import WORKLOADS, cluster, template_pod
+from affinity_cycle import WORKLOADS, seeded_cluster, template_pod
 
 from scheduler.framework.profile import schedule_pod
 from scheduler.plugins.profiles import build_profile
@@ -32,10 +32,8 @@ from scheduler.sim.trace import load_pods
 
 
 def run(workload: str, profile_name: str, nodes: int, pods: int, warmup: int, context: ProfileContext) -> str:
-    state = cluster(workload, nodes)
+    state = seeded_cluster(workload, nodes, nodes)
     template = WORKLOADS[workload]
-    for i in range(nodes):
-        state.place(template_pod(template, "sched-0", f"init-{i}"), state.nodes[i].name)
     profile = build_profile(profile_name, context)
     rng = np.random.default_rng(0)
     base = template_pod(template, "sched-1", "measured")
