@@ -83,6 +83,46 @@ def test_the_shapes_of_a_trace_are_those_of_its_pods(trace: str) -> None:
     assert load_pod_shapes(path) == [pod_shape(pod) for pod in load_pods(path)]
 
 
+@pytest.mark.parametrize(
+    ("header", "rows"),
+    [
+        pytest.param(
+            POD_HEADER,
+            "p1,1000,1024,1,1200,,LS,Running,0,1,0\np2,1000,1024,1,1200,,LS,Running,0,1,0\n",
+            id="a capped row twice: each reported with its own line and name",
+        ),
+        pytest.param(
+            POD_HEADER,
+            "p1,1000,1024,1,500,,LS,Running,0,1,0\n,1000,1024,1,500,,LS,Running,0,1,0\n"
+            "p3,1000,1024,1,500,,LS,Running,0,1,0\n",
+            id="a clean row's values again without a name",
+        ),
+        pytest.param(
+            "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n",
+            "p1,1000,1024,1,500\n\np2,1000,1024,1,500\np3,1000\np4,1000,1024,1,500,extra\n",
+            id="no gpu_spec column, a blank line, a short row, a long row",
+        ),
+        pytest.param(
+            "gpu_milli,name,num_gpu,memory_mib,cpu_milli,gpu_spec\n",
+            "500,p1,1,1024,1000,V100M16\n500,p2,1,1024,1000,V100M16\n500,p3,1,1024,1000,\n",
+            id="columns in another order",
+        ),
+        pytest.param(
+            POD_HEADER,
+            "p1,1000,1024,2,500,,LS,Running,0,1,0\np2,1000,1024,2,500,,LS,Running,0,1,0\n",
+            id="a refused row twice",
+        ),
+    ],
+)
+def test_shapes_read_as_the_pods_are(tmp_path: Path, header: str, rows: str) -> None:
+    """``load_pod_shapes`` reads columns by position and checks each distinct row once:
+    the shapes and the issues are ``load_pods``' all the same."""
+    path = write(tmp_path, "pods.csv", header + rows)
+    issues, shape_issues = TraceIssues(), TraceIssues()
+    assert load_pod_shapes(path, shape_issues) == [pod_shape(p) for p in load_pods(path, issues)]
+    assert shape_issues.messages == issues.messages
+
+
 def test_capped_and_gpuless_shares_shape_as_their_pods(tmp_path: Path) -> None:
     rows = (
         "p1,1000,1024,1,1200,,LS,Running,0,1,0\n"  # capped at one GPU
