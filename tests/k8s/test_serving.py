@@ -19,11 +19,19 @@ from typing import Any
 
 import pytest
 
+from scheduler.k8s.process.operator import only_failure
 from scheduler.k8s.process.settings import ServingSettings
 from scheduler.k8s.serving.delegated_auth import DelegatedAuth
 from scheduler.k8s.serving.http import Answer, Route, build_routes
 from scheduler.k8s.serving.metrics import Metrics
-from scheduler.k8s.serving.serving import Server, ServingAddressError, raise_open_files_limit, serve
+from scheduler.k8s.serving.serving import (
+    Certificate,
+    Server,
+    ServingAddressError,
+    raise_open_files_limit,
+    serve,
+    serving_certificate,
+)
 from scheduler.k8s.serving.serving_tls import ServingCertificate, TlsError, self_signed, server_context
 from scheduler.online.trainer import scheduler_request
 from tests.k8s.test_delegated_auth import FakeApiServer
@@ -51,7 +59,7 @@ def get(
 async def serving(
     routes: dict[str, Route],
     limits: ServingSettings,
-    ssl_context: ssl.SSLContext | ServingCertificate | None = None,
+    ssl_context: ssl.SSLContext | Certificate | None = None,
 ) -> AsyncIterator[tuple[int, Server]]:
     server = Server(routes, ssl_context or server_context(), DelegatedAuth(FakeApiServer().review), limits)
     listening = await asyncio.start_server(server.on_connection, "127.0.0.1", 0, backlog=4096)
@@ -150,6 +158,73 @@ def test_a_certificate_that_does_not_load_is_named(tmp_path: Path) -> None:
     (tmp_path / "tls.key").write_bytes(other_key)
     with pytest.raises(TlsError, match=r"tls\.crt: tls_cert_file: cannot load"):
         server_context(tmp_path / "tls.crt", tmp_path / "tls.key")
+
+
+def test_the_self_signed_certificate_is_made_when_due_and_a_probe_before_waits_for_it() -> None:
+    """``rl-scheduler run`` listens at once and makes its self-signed certificate later
+    (``serving_certificate``): a probe that comes first is answered once it is made."""
+
+    async def main() -> tuple[bool, tuple[int, bytes], bool]:
+        due = asyncio.Event()
+        certificate = await serving_certificate(ServingSettings(), due.wait)
+        assert isinstance(certificate, asyncio.Task)
+        async with serving(routes(), ServingSettings(), certificate) as (port, _):
+            probe = asyncio.ensure_future(in_thread(get, port, "/healthz"))
+            await asyncio.sleep(0.3)
+            waited = not probe.done() and not certificate.done()
+            due.set()
+            return waited, await probe, certificate.done()
+
+    assert asyncio.run(main()) == (True, (200, b"ok"), True)
+
+
+@pytest.mark.parametrize(
+    ("due", "made_at_once"),
+    [
+        pytest.param(None, True, id="no due: made now (the trainer)"),
+        pytest.param("later", False, id="made later"),
+    ],
+)
+def test_a_mounted_pair_is_read_at_once_whatever_is_due(
+    tmp_path: Path, due: str | None, made_at_once: bool
+) -> None:
+    certificate, key = self_signed("rl-scheduler.example")
+    (tmp_path / "tls.crt").write_bytes(certificate)
+    (tmp_path / "tls.key").write_bytes(key)
+    mounted = ServingSettings(tls_cert_file=tmp_path / "tls.crt", tls_key_file=tmp_path / "tls.key")
+
+    async def main() -> tuple[bool, bool]:
+        never = asyncio.Event().wait
+        got = await serving_certificate(mounted, never if due else None)
+        alone = await serving_certificate(ServingSettings(), never if due else None)
+        made = isinstance(alone, ServingCertificate)
+        if isinstance(alone, asyncio.Task):
+            alone.cancel()
+        return isinstance(got, ServingCertificate) and got.cert_file == tmp_path / "tls.crt", made
+
+    assert asyncio.run(main()) == (True, made_at_once)
+
+
+def test_a_self_signed_certificate_that_cannot_be_made_stops_the_watch() -> None:
+    """``only_failure`` ends with the certificate's error; a certificate that is made
+    leaves it waiting (the operator stops on the first, never on the second)."""
+
+    async def fails() -> None:
+        raise OSError("read-only file system")
+
+    async def main() -> tuple[bool, str]:
+        good = asyncio.create_task(asyncio.sleep(0))
+        watching = asyncio.create_task(only_failure(good))
+        await asyncio.sleep(0.05)
+        still = not watching.done()
+        watching.cancel()
+        try:
+            await only_failure(asyncio.create_task(fails()))
+        except OSError as error:
+            return still, str(error)
+        return still, ""
+
+    assert asyncio.run(main()) == (True, "read-only file system")
 
 
 def test_two_thousand_idle_connections_leave_the_probes_answered() -> None:

@@ -87,6 +87,9 @@ KOPF_STOP_S = 0.3
 # kopf starts when the scheduler first runs out of work, or this long after its start
 # (a queue that never empties).
 KOPF_START_LATEST_S = 30.0
+# The self-signed serving certificate is made once the scheduler first runs out of work,
+# or this long after the start.
+SELF_SIGNED_LATEST_S = 2.0
 
 
 def take_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
@@ -127,18 +130,7 @@ async def run(
     loop = asyncio.get_running_loop()
     take_signals(loop, stop)
 
-    def ready() -> tuple[bool, str]:
-        if not runtime.synced.is_set():
-            return False, "caches not synced"
-        return True, f"ok ({policy.active.source}: {policy.active.profile.name})"
-
-    startup = StartupDeadline(settings.startup_timeout_s, runtime.synced.is_set)
-    web_server = await serve_securely(
-        build_routes(metrics, ready, startup.check),
-        settings.metrics_address,
-        settings.serving,
-        delegated_auth(api.api_client, api.timeout, settings.serving.always_allow_paths),
-    )
+    web_server, certificate = await start_serving(runtime)
 
     def on_leadership(leading: bool) -> None:
         metrics.is_leader.set(1 if leading else 0)
@@ -156,18 +148,17 @@ async def run(
     first_listing = asyncio.create_task(
         sync_until_served(runtime.list_and_apply, str(api.configuration.host)), name="first-listing"
     )
-    tasks: list[asyncio.Task[Any]] = [first_listing]
+    tasks: list[asyncio.Task[Any]] = [first_listing, *certificate]
+    beside = [kopf_task, *certificate]  # what else stops the process when it ends
     try:
         if runtime.experience is not None:
             runtime.experience.start()
-        done, _ = await asyncio.wait([first_listing, stopper, kopf_task], return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait([first_listing, stopper, *beside], return_when=asyncio.FIRST_COMPLETED)
         if first_listing in done:
             synced(runtime)
             scheduling = start_scheduling(runtime, first_listing.result(), elector)
             tasks += scheduling
-            done, _ = await asyncio.wait(
-                [*scheduling, stopper, kopf_task], return_when=asyncio.FIRST_COMPLETED
-            )
+            done, _ = await asyncio.wait([*scheduling, stopper, *beside], return_when=asyncio.FIRST_COMPLETED)
         for task in done - {stopper}:
             if not task.cancelled() and task.exception() is not None:
                 log.error("%s stopped: %s", task.get_name(), task.exception())
@@ -189,6 +180,47 @@ async def run(
             time.monotonic() - stopping,
             f" ({dropped} binds or reports in flight dropped)" if dropped else "",
         )
+
+
+async def start_serving(runtime: SchedulerRuntime) -> tuple[asyncio.Server, list[asyncio.Task[None]]]:
+    """The serving port (``/metrics``, ``/healthz``, ``/readyz``), listening; and a task
+    that fails if the self-signed certificate, made later, cannot be made."""
+    settings, policy = runtime.settings, runtime.policy
+
+    def ready() -> tuple[bool, str]:
+        if not runtime.synced.is_set():
+            return False, "caches not synced"
+        return True, f"ok ({policy.active.source}: {policy.active.profile.name})"
+
+    startup = StartupDeadline(settings.startup_timeout_s, runtime.synced.is_set)
+    server, self_signed = await serve_securely(
+        build_routes(runtime.metrics, ready, startup.check),
+        settings.metrics_address,
+        settings.serving,
+        delegated_auth(runtime.api.api_client, runtime.api.timeout, settings.serving.always_allow_paths),
+        partial(self_signed_due, runtime),
+    )
+    if self_signed is None:
+        return server, []
+    return server, [asyncio.create_task(only_failure(self_signed), name="serving-certificate")]
+
+
+async def self_signed_due(runtime: SchedulerRuntime) -> None:
+    """When the self-signed serving certificate is made: once the scheduler first runs
+    out of work, so that importing ``cryptography`` does not come before the first bind
+    (``scheduler.k8s.serving.serving.serving_certificate``); at the latest
+    ``SELF_SIGNED_LATEST_S`` after the start (a queue that does not empty, an API server
+    that does not answer: the probes then say why). The port listens from the start; a
+    probe that comes before the certificate waits for it."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(runtime.first_idle.wait(), SELF_SIGNED_LATEST_S)
+
+
+async def only_failure(task: asyncio.Task[Any]) -> None:
+    """Ends only if ``task`` fails, raising its error: a task that may end without
+    stopping the process, watched beside those whose end does."""
+    await task
+    await asyncio.Event().wait()
 
 
 def synced(runtime: SchedulerRuntime) -> None:

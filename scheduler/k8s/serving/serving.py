@@ -23,6 +23,7 @@ import queue
 import resource
 import ssl
 import threading
+from collections.abc import Awaitable, Callable
 
 from scheduler.errors import SchedulerInputError
 from scheduler.k8s.process.settings import ServingSettings
@@ -32,6 +33,8 @@ from scheduler.k8s.serving.http import MAX_HEAD_BYTES, Answer, Exchange, Request
 from scheduler.k8s.serving.serving_tls import ServingCertificate
 
 log = logging.getLogger(__name__)
+# The serving certificate: a mounted pair, or the self-signed one (still being made: a Task).
+Certificate = ServingCertificate | asyncio.Task[ServingCertificate]
 # What ends a connection without an answer: the peer went or was too slow.
 DROPPED = (ConnectionError, OSError, TimeoutError)
 # Connections the kernel queues before they are accepted (asyncio's default is 100).
@@ -64,12 +67,13 @@ class Server:
     def __init__(
         self,
         routes: dict[str, Route],
-        ssl_context: ssl.SSLContext | ServingCertificate | None,
+        ssl_context: ssl.SSLContext | Certificate | None,
         auth: DelegatedAuth | None,
         limits: ServingSettings,
     ) -> None:
         # ssl_context None: plain HTTP; auth None: every path open. Both for tests only.
-        # A ServingCertificate gives each connection the current certificate.
+        # A ServingCertificate gives each connection the current certificate; one still
+        # being made (a Task) is waited for within the connection's read timeout.
         self.routes = routes
         self.ssl_context = ssl_context
         self.auth = auth
@@ -100,10 +104,9 @@ class Server:
         limits = self.limits
         exchange = Exchange()
         async with asyncio.timeout(limits.read_timeout_s):
-            if isinstance(self.ssl_context, ServingCertificate):
-                await start_tls(writer, self.ssl_context.context())
-            elif self.ssl_context is not None:
-                await start_tls(writer, self.ssl_context)
+            context = await self.tls_context(writer)
+            if context is not None:
+                await start_tls(writer, context)
             request = await read_request(exchange, reader)
         while request is not None:
             if not self.table.busy(writer):
@@ -124,6 +127,21 @@ class Server:
                 exchange.receive(first)
                 async with asyncio.timeout_at(loop.time() + limits.read_timeout_s):
                     request = await read_request(exchange, reader)
+
+    async def tls_context(self, writer: asyncio.StreamWriter) -> ssl.SSLContext | None:
+        """The context for a new connection (None: plain HTTP), called before the
+        connection's first read."""
+        certificate = self.ssl_context
+        if isinstance(certificate, asyncio.Task):
+            if not certificate.done() and isinstance(writer.transport, asyncio.ReadTransport):
+                # The client's hello stays in the socket for the handshake: read into
+                # the stream meanwhile, start_tls would never see it.
+                writer.transport.pause_reading()
+            # shielded: a connection that times out does not cancel the certificate
+            certificate = await asyncio.shield(certificate)
+        if isinstance(certificate, ServingCertificate):
+            return certificate.context()
+        return certificate
 
     async def decide(self, request: Request) -> Answer:
         """The answer, once the request may be served (before routing, as kube's
@@ -187,7 +205,7 @@ async def serve(
     routes: dict[str, Route],
     address: str,
     *,
-    ssl_context: ssl.SSLContext | ServingCertificate | None,
+    ssl_context: ssl.SSLContext | Certificate | None,
     auth: DelegatedAuth | None,
     limits: ServingSettings | None = None,
 ) -> asyncio.Server:
@@ -206,14 +224,44 @@ async def serve(
 
 
 async def serve_securely(
-    routes: dict[str, Route], address: str, settings: ServingSettings, auth: DelegatedAuth
-) -> asyncio.Server:
-    """``serve`` over HTTPS with ``settings``' certificate (or a self-signed one) and
-    ``auth``, the open-files limit raised first."""
+    routes: dict[str, Route],
+    address: str,
+    settings: ServingSettings,
+    auth: DelegatedAuth,
+    self_signed_due: Callable[[], Awaitable[object]] | None = None,
+) -> tuple[asyncio.Server, asyncio.Task[ServingCertificate] | None]:
+    """``serve`` over HTTPS with ``settings``' certificate and ``auth``, the open-files
+    limit raised first; and the task making the self-signed certificate, when there is
+    no mounted one and it is made later (``serving_certificate``)."""
     raise_open_files_limit()
-    # ~50 ms for a self-signed certificate (cryptography's import): off the event loop.
-    certificate = await asyncio.to_thread(ServingCertificate, settings.tls_cert_file, settings.tls_key_file)
-    return await serve(routes, address, ssl_context=certificate, auth=auth, limits=settings)
+    certificate = await serving_certificate(settings, self_signed_due)
+    try:
+        server = await serve(routes, address, ssl_context=certificate, auth=auth, limits=settings)
+    except BaseException:
+        if isinstance(certificate, asyncio.Task):
+            certificate.cancel()
+        raise
+    return server, certificate if isinstance(certificate, asyncio.Task) else None
+
+
+async def serving_certificate(
+    settings: ServingSettings, self_signed_due: Callable[[], Awaitable[object]] | None
+) -> Certificate:
+    """The mounted pair, read now (a bad one stops the start); else the self-signed
+    certificate, made in a thread once ``self_signed_due()`` is done (a Task the port's
+    connections wait for), or now when it is None. Importing ``cryptography`` to make
+    it takes 35-50 ms of CPU: ``rl-scheduler run`` makes it once its first pods are
+    placed, not before its first bind."""
+    if settings.tls_cert_file is not None or settings.tls_key_file is not None:
+        return ServingCertificate(settings.tls_cert_file, settings.tls_key_file)
+    if self_signed_due is None:
+        return await asyncio.to_thread(ServingCertificate)
+
+    async def self_signed(due: Callable[[], Awaitable[object]]) -> ServingCertificate:
+        await due()
+        return await asyncio.to_thread(ServingCertificate)
+
+    return asyncio.create_task(self_signed(self_signed_due), name="serving-certificate")
 
 
 def serve_in_thread(
@@ -225,7 +273,7 @@ def serve_in_thread(
 
     async def main() -> None:
         try:
-            server = await serve_securely(routes, address, settings, auth)
+            server, _ = await serve_securely(routes, address, settings, auth)
         except BaseException as error:
             listening.put(error)
             raise
