@@ -212,8 +212,13 @@ async def self_signed_due(runtime: SchedulerRuntime) -> None:
     ``SELF_SIGNED_LATEST_S`` after the start (a queue that does not empty, an API server
     that does not answer: the probes then say why). The port listens from the start; a
     probe that comes before the certificate waits for it."""
+    await first_idle_or_after(runtime, SELF_SIGNED_LATEST_S)
+
+
+async def first_idle_or_after(runtime: SchedulerRuntime, latest_s: float) -> None:
+    """Until the scheduler first runs out of work, or ``latest_s`` has passed."""
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(runtime.first_idle.wait(), SELF_SIGNED_LATEST_S)
+        await asyncio.wait_for(runtime.first_idle.wait(), latest_s)
 
 
 async def only_failure(task: asyncio.Task[Any]) -> None:
@@ -235,8 +240,7 @@ async def run_kopf_when_idle(
 ) -> None:
     """kopf, once the scheduler first has nothing to do (``scheduler.k8s.process.kopf_lifecycle``).
     It is imported in a thread: the event loop goes on meanwhile."""
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(runtime.first_idle.wait(), KOPF_START_LATEST_S)
+    await first_idle_or_after(runtime, KOPF_START_LATEST_S)
     lifecycle = await asyncio.to_thread(importlib.import_module, "scheduler.k8s.process.kopf_lifecycle")
     log.info("kopf starts: namespaces watched (%s)", "idle" if runtime.first_idle.is_set() else "deadline")
     registry = lifecycle.build_registry(runtime, runtime.api.configuration)
