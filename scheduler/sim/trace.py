@@ -21,11 +21,11 @@ from __future__ import annotations
 import csv
 import gzip
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from operator import itemgetter
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, TypeVar
 
 from scheduler.errors import SchedulerInputError, TraceError
 from scheduler.objects.node import Node
@@ -44,6 +44,7 @@ from scheduler.sim.openb_hami import (
 from scheduler.state.fragmentation import PodShape, pod_shape
 
 __all__ = ["TRACE_NAMESPACE", "trace_node_manifest", "trace_pod_manifest"]
+T = TypeVar("T")
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 TIME_COLUMNS = ("creation_time", "deletion_time")
@@ -61,13 +62,35 @@ class TraceIssues:
         self.messages.append(str(error))
 
 
-def _rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[str, dict[str, str]]]:
+def _rows(path: Path, required: tuple[str, ...], issues: TraceIssues) -> Iterator[tuple[str, dict[str, str]]]:
     """``(where, row)`` per data row; ``where`` is ``file:line`` for messages."""
     with _open(path) as handle:
         reader = csv.DictReader(handle)
-        _check_header(path, reader.fieldnames, required)
-        for row in reader:
+        _check_header(path, _header(path, lambda: reader.fieldnames), required)
+        # the csv reader's own count: DictReader's moves only past a row it returns
+        for row in _readable(reader, path, lambda: reader.reader.line_num, issues):
             yield _where(path, reader.line_num), row
+
+
+def _header(path: Path, read: Callable[[], Sequence[str] | None]) -> Sequence[str] | None:
+    try:
+        return read()
+    except csv.Error as error:  # a field past the csv module's size limit
+        raise TraceError(str(path), "header", str(error)) from None
+
+
+def _readable(rows: Iterator[T], path: Path, line: Callable[[], int], issues: TraceIssues) -> Iterator[T]:
+    """``rows``; a row the csv module refuses (a field past its size limit) is reported
+    in ``issues`` with its line and skipped, as any bad row."""
+    while True:
+        try:
+            row = next(rows)
+        except StopIteration:
+            return
+        except csv.Error as error:
+            issues.add(TraceError(_where(path, line()), "row", str(error)))
+            continue
+        yield row
 
 
 def _open(path: Path) -> TextIO:
@@ -90,7 +113,7 @@ def _check_header(path: Path, header: Sequence[str] | None, required: tuple[str,
 
 
 def _column_rows(
-    path: Path, required: tuple[str, ...], columns: tuple[str, ...]
+    path: Path, required: tuple[str, ...], columns: tuple[str, ...], issues: TraceIssues
 ) -> Iterator[tuple[int, tuple[str, ...]]]:
     """``(line, values of columns)`` per data row, as ``_rows`` reads them (a column the
     row is too short for is ""; blank lines skipped) without a dict per row. The
@@ -99,14 +122,14 @@ def _column_rows(
     takes 22 ms this way (7 interleaved runs each, on a busy 2-core machine)."""
     with _open(path) as handle:
         reader = csv.reader(handle)
-        header = next(reader, [])
+        header = _header(path, lambda: next(reader, [])) or []
         _check_header(path, header, required)
         # DictReader keeps a repeated column's last value
         index = {name: i for i, name in enumerate(header)}
         wanted = [index.get(c, -1) for c in columns]  # -1: an optional column the file lacks
         whole = itemgetter(*wanted) if len(wanted) > 1 and -1 not in wanted else None
         width = max(wanted) + 1
-        for row in reader:
+        for row in _readable(reader, path, lambda: reader.line_num, issues):
             if whole is not None and len(row) >= width:
                 yield reader.line_num, whole(row)
             elif row:  # a column it lacks is ""
@@ -140,7 +163,7 @@ def load_nodes(path: Path, issues: TraceIssues | None = None) -> list[Node]:
     """Nodes of an openb node list (``sn,cpu_milli,memory_mib,gpu,model``)."""
     issues = issues if issues is not None else TraceIssues()
     nodes: list[Node] = []
-    for where, row in _rows(path, NODE_COLUMNS):
+    for where, row in _rows(path, NODE_COLUMNS, issues):
         try:
             gpus = _int(where, row, "gpu")
             if gpus > MAX_GPUS_PER_NODE:
@@ -210,7 +233,7 @@ def load_pods(path: Path, issues: TraceIssues | None = None) -> list[Pod]:
     """Pods of an openb pod list, in file order."""
     issues = issues if issues is not None else TraceIssues()
     pods: list[Pod] = []
-    for where, row in _rows(path, POD_COLUMNS):
+    for where, row in _rows(path, POD_COLUMNS, issues):
         try:
             pods.append(_pod_row(where, row, issues))
         except SchedulerInputError as error:
@@ -249,7 +272,7 @@ def load_timed_pods(path: Path, issues: TraceIssues | None = None) -> list[Timed
     creation is reported (file, line, column) and skipped, like any bad row."""
     issues = issues if issues is not None else TraceIssues()
     pods: list[TimedPod] = []
-    for where, row in _rows(path, POD_COLUMNS + TIME_COLUMNS):
+    for where, row in _rows(path, POD_COLUMNS + TIME_COLUMNS, issues):
         try:
             name, fields = _pod_fields(where, row, issues)
             created = _seconds(where, row, "creation_time")
@@ -278,7 +301,7 @@ def load_pod_shapes(path: Path, issues: TraceIssues | None = None) -> list[PodSh
     built: dict[TraceRow, PodShape] = {}
     clean: dict[tuple[str, ...], PodShape] = {}  # values past the name -> shape, for rows without issues
     shapes: list[PodShape] = []
-    for line, values in _column_rows(path, POD_COLUMNS, SHAPE_COLUMNS):
+    for line, values in _column_rows(path, POD_COLUMNS, SHAPE_COLUMNS, issues):
         known = clean.get(values[1:])
         if known is not None and values[0].strip():
             shapes.append(known)

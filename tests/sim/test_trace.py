@@ -1,9 +1,12 @@
 """Loading openb CSVs: good rows become pods and nodes, bad rows are reported with
 file, line and column, and the load goes on."""
 
+import csv
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler.errors import TraceError
 from scheduler.objects.node_manifest import node_from_manifest
@@ -62,6 +65,11 @@ def test_shipped_default_trace_loads_cleanly() -> None:
             id="share of several GPUs",
         ),
         pytest.param("p1,1000", "pods.csv:2: num_gpu: '' is not an integer", id="short row"),
+        pytest.param(
+            "p1," + "9" * 131_073 + ",1024,1,460,,LS,Running,0,1,0",
+            "pods.csv:2: row: field larger than field limit",
+            id="a field past the csv module's size limit",
+        ),
     ],
 )
 def test_bad_pod_rows_are_reported_and_skipped(tmp_path: Path, row: str, message: str) -> None:
@@ -332,3 +340,39 @@ def test_timed_pods_of_the_default_trace_are_its_pods_with_their_times() -> None
     # openb-pod-0001,...,creation_time 427061, deletion_time 12902960
     assert (timed[1].creation_s, timed[1].deletion_s) == (427061.0, 12902960.0)
     assert all(t.deletion_s >= t.creation_s for t in timed)
+
+
+FIELD = st.one_of(
+    st.sampled_from(
+        ["", "0", "1", "2", "8", "500", "1000", "1200", "-1", "x", " 7 ", "V100M16", "V100M16|P100"]
+    ),
+    st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=6),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    columns=st.permutations(["name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec", "qos"]),
+    rows=st.lists(st.lists(FIELD, max_size=9), max_size=12),
+)
+def test_fuzz_shapes_read_as_the_pods_are(
+    tmp_path_factory: pytest.TempPathFactory, columns: list[str], rows: list[list[str]]
+) -> None:
+    """Whatever a pod list holds, ``load_pod_shapes`` gives ``load_pods``' shapes and
+    issues (a bad row reported and skipped), or the same refusal of the whole file."""
+    path = tmp_path_factory.mktemp("fuzz") / "pods.csv"
+    with path.open("w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(columns)
+        writer.writerows(rows)
+    issues, shape_issues = TraceIssues(), TraceIssues()
+    try:
+        expected: list[object] = [pod_shape(p) for p in load_pods(path, issues)]
+    except TraceError as error:
+        expected = [type(error), str(error)]
+    try:
+        got: list[object] = list(load_pod_shapes(path, shape_issues))
+    except TraceError as error:
+        got = [type(error), str(error)]
+    assert got == expected
+    assert shape_issues.messages == issues.messages
