@@ -256,3 +256,27 @@ def test_a_pod_of_ours_refused_by_the_kubelet_is_reported_once(
     assert cache.on_pod("MODIFIED", manifest).rejected_by_node == ""  # once
     cache.on_pod("DELETED", manifest)
     assert cache.on_pod("ADDED", manifest).rejected_by_node == expected  # a new pod of that name
+
+
+@pytest.mark.parametrize(
+    ("cpu_after", "requested", "retries_waiting"),
+    [
+        pytest.param("1", 1000, False, id="status written, resources the same"),
+        pytest.param("500m", 500, True, id="resized down"),
+        pytest.param("3", 3000, True, id="resized up"),
+    ],
+)
+def test_a_pod_resized_in_place_is_counted_anew(
+    monkeypatch: pytest.MonkeyPatch, cpu_after: str, requested: int, retries_waiting: bool
+) -> None:
+    # pods/resize changes a bound pod's containers' resources: what it holds on its node
+    # follows (kube's NodeResourcesFit counts the spec's requests), and the pods waiting
+    # for room are told (AssignedPodUpdate); other updates take the cheap path, unparsed
+    cache = cache_with_nodes("n1", cpu="4")
+    assert cache.on_pod("ADDED", bound("b", "n1", cpu="1")).change is PodChange.BOUND
+    if not retries_waiting:
+        monkeypatch.setattr(cache_module, "pod_from_manifest", _no_parsing)
+    event = cache.on_pod("MODIFIED", bound("b", "n1", cpu=cpu_after))
+    assert (event.change, event.frees_resources) == (PodChange.BOUND, retries_waiting)
+    assert cache.state.requested[0, 0] == requested
+    assert list(cache.state.placements) == ["default/b"]

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import pytest
 
 from scheduler.k8s.scheduling.queue import QueueName, SchedulingQueue
+from scheduler.objects.pod import Pod
 from scheduler.objects.pod_manifest import pod_from_manifest
 from tests.builders import make_pod, pod_manifest
 
@@ -458,3 +459,43 @@ def test_pods_resumed_together_are_tried_in_the_order_they_began_to_wait() -> No
         assert q.wait_for(entry.pod.key, "w")
     assert q.resume("w") == len(names)
     assert keys(q) == names
+
+
+def test_move_helped_moves_only_the_pods_a_hint_names() -> None:
+    # kube's queueing hints: an unschedulable pod moves when the hint says the change
+    # may help it, given why it was rejected; a pod being tried is asked with None (why
+    # it may fail is not known yet) and, if helped, backs off instead of waiting
+    clock = Clock()
+    q = SchedulingQueue(
+        clock=clock, hinted=frozenset({"reason-helped", "reason-not-helped", "reason-moved-before"})
+    )
+    q.add(make_pod("unhinted"))
+    entry = q.pop()
+    assert entry is not None
+    q.failed(entry.pod.key, frozenset({"Insufficient cpu"}), unschedulable=True)  # no hint looks at it
+    for name in ("helped", "not-helped", "moved-before", "tried"):
+        q.add(make_pod(name))
+    for _ in range(3):
+        entry = q.pop()
+        assert entry is not None
+        q.failed(entry.pod.key, frozenset({f"reason-{entry.pod.name}"}), unschedulable=True)
+    q.move_to_active_or_backoff(["default/moved-before"])  # no longer unschedulable
+    tried = q.pop()
+    assert tried is not None
+    assert tried.pod.name == "tried"
+    asked: list[tuple[str, frozenset[str] | None]] = []
+
+    def helps(pod: Pod, reasons: frozenset[str] | None) -> bool:
+        asked.append((pod.name, reasons))
+        return pod.name in ("helped", "tried")
+
+    assert q.move_helped(helps) == 1
+    assert sorted(asked, key=lambda a: a[0]) == [
+        ("helped", frozenset({"reason-helped"})),
+        ("not-helped", frozenset({"reason-not-helped"})),
+        ("tried", None),
+    ]
+    assert q.failed(tried.pod.key, frozenset({"X"}), unschedulable=True) is QueueName.BACKOFF
+    assert q.sizes()[QueueName.UNSCHEDULABLE] == 2
+    clock.now += 10
+    assert sorted(keys(q)) == ["helped", "moved-before", "tried"]

@@ -350,3 +350,55 @@ def test_a_pod_sharing_a_claim_being_allocated_waits_unreported_until_it_settles
         assert runtime.queue.sizes()[QueueName.UNSCHEDULABLE] == (0 if freed else 1), allocation
 
     run(body)
+
+
+def placed(name: str, node: str, **kwargs: Any) -> dict[str, Any]:
+    """Another scheduler's pod on ``node``."""
+    manifest = pod_manifest(name, **kwargs)
+    manifest["spec"].update(nodeName=node, schedulerName="default-scheduler")
+    return manifest
+
+
+DB_AFFINITY = {
+    "podAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"}
+        ]
+    }
+}
+
+
+@pytest.mark.parametrize(
+    ("event", "manifest", "tried_again"),
+    [
+        pytest.param("ADDED", placed("cache", "n1", labels={"app": "cache"}), False, id="another pod lands"),
+        pytest.param("ADDED", placed("db", "n1", labels={"app": "db"}), True, id="the pod it needs lands"),
+        # a pod already there gets the label the pending pod's affinity asks for
+        pytest.param(
+            "MODIFIED", placed("old", "n1", labels={"app": "db"}), True, id="a pod there relabelled"
+        ),
+    ],
+)
+def test_a_pod_landing_or_relabelled_retries_the_pods_it_may_help(
+    event: str, manifest: dict[str, Any], tried_again: bool
+) -> None:
+    """kube's queueing hints: a pod waiting for its affinity's pod is tried again when
+    that pod lands (not after the 5-minute flush); an unrelated pod leaves it waiting."""
+
+    async def body() -> None:
+        api = RecordingApi()
+        runtime = runtime_with(api, node_manifest("n1", cpu="4"))
+        runtime.on_pod_event("ADDED", placed("old", "n1", labels={"app": "old"}))
+        key = await one_cycle(runtime, pod_manifest("web", cpu="1", affinity=DB_AFFINITY))
+        assert runtime.queue.sizes()[QueueName.UNSCHEDULABLE] == 1
+        runtime.on_pod_event(event, manifest)
+        assert (runtime.queue.sizes()[QueueName.UNSCHEDULABLE] == 0) is tried_again
+        if tried_again:
+            runtime.queue.clock = lambda: float("inf")  # its 1 s backoff over
+            entry = runtime.queue.pop()
+            assert entry is not None
+            runtime.schedule_one(entry)
+            await settle(runtime)
+            assert api.binds == [(key, "n1")]
+
+    run(body)

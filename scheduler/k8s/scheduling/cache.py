@@ -64,6 +64,11 @@ class PodEvent:
     # The kubelet's admission refused a pod this process placed (``OutOfcpu``, ...):
     # the room it counted on was taken by a pod it did not know of yet.
     rejected_by_node: str = ""
+    # BOUND: the pod just landed on its node as this cache sees it (a bind of ours
+    # answered, or another's pod first seen there) ...
+    landed: bool = False
+    # ... or, already there, it changed its labels: the pod before (``hints``).
+    relabeled_from: Pod | None = None
 
 
 def pod_key(manifest: Mapping[str, Any]) -> str:
@@ -129,6 +134,8 @@ class SchedulerCache:
         self.namespace_labels: dict[str, dict[str, str]] = {}
         # Pods we bound (or are binding) whose bound state no watch event has shown yet.
         self.assumed: set[str] = set()
+        # A placed pod's containers' ``resources`` as last seen (``_resized``).
+        self._container_resources: dict[str, list[Any]] = {}
         self._node_fingerprints: dict[str, tuple[Any, ...]] = {}
         # Bound pods whose node we have not seen yet (watch events arrive in any order).
         self._waiting_for_node: dict[str, dict[str, tuple[Pod, Mapping[str, Any]]]] = {}
@@ -314,22 +321,30 @@ class SchedulerCache:
     def _on_bound(self, key: str, node_name: str, manifest: Mapping[str, Any]) -> PodEvent:
         placement = self.state.placements.get(key)
         labels = (manifest.get("metadata") or {}).get("labels") or {}
-        if placement is not None and placement.node == node_name and not self._usage_changed(key, manifest):
+        resized = self._resized(key, manifest)
+        if (
+            placement is not None
+            and placement.node == node_name
+            and not resized
+            and not self._usage_changed(key, manifest)
+        ):
+            landed = key in self.assumed  # our bind, answered
             self.assumed.discard(key)
-            pod = placement.pod
+            pod = before = placement.pod
             if dict(pod.labels) != labels:
                 # The API server added the node's topology labels at bind: take them without
                 # parsing the pod again (that cost more CPU than scheduling it).
                 pod = self.state.relabel(key, labels)
+            relabeled_from = before if pod is not before and not landed else None
             try:
                 now = lifecycle(manifest)
             except SchedulerInputError as error:
                 log.warning("bound pod %s: %s", key, error)
-                return PodEvent(PodChange.BOUND, key, pod)
+                return PodEvent(PodChange.BOUND, key, pod, landed=landed, relabeled_from=relabeled_from)
             if any(getattr(pod, name) != value for name, value in now.items()):
                 # Started, or being deleted (a preemption's victim): preemption reads these.
                 pod = self.state.amend(key, **now)
-            return PodEvent(PodChange.BOUND, key, pod)
+            return PodEvent(PodChange.BOUND, key, pod, landed=landed, relabeled_from=relabeled_from)
         try:
             pod = pod_from_manifest(manifest)
         except SchedulerInputError as error:
@@ -343,7 +358,21 @@ class SchedulerCache:
             self._waiting_for_node.setdefault(node_name, {})[key] = (pod, manifest)
         else:
             self._place(pod, node_name, manifest)
-        return PodEvent(PodChange.BOUND, key, pod)
+        if placement is None:
+            return PodEvent(PodChange.BOUND, key, pod, landed=True)
+        # placed anew (resized in place, HAMi's allocation seen, bound anew under its
+        # name); a resize may have freed room
+        relabeled_from = placement.pod if dict(placement.pod.labels) != dict(pod.labels) else None
+        return PodEvent(PodChange.BOUND, key, pod, frees_resources=resized, relabeled_from=relabeled_from)
+
+    def _resized(self, key: str, manifest: Mapping[str, Any]) -> bool:
+        """The containers' resources of a placed pod changed since the last event (an
+        in-place resize, ``pods/resize``): it must be counted anew. Remembers them."""
+        containers = (manifest.get("spec") or {}).get("containers") or []
+        now = [c.get("resources") for c in containers]
+        seen = self._container_resources.get(key)
+        self._container_resources[key] = now
+        return seen is not None and seen != now
 
     def _usage_changed(self, key: str, manifest: Mapping[str, Any]) -> bool:
         """A pod placed from its allocation annotation whose annotation or init
@@ -393,6 +422,7 @@ class SchedulerCache:
 
     def _release(self, key: str) -> bool:
         self.assumed.discard(key)
+        self._container_resources.pop(key, None)
         self._usage_source.pop(key, None)
         for waiting in self._waiting_for_node.values():
             waiting.pop(key, None)

@@ -66,7 +66,7 @@ class QueuedPod:
     # When the pod first entered the queue (for the scheduling SLI).
     first_seen: float
     attempts: int = 0
-    # When it last failed, and why (plugin names), for requeue decisions and metrics.
+    # When it last failed, and why (the filters' reasons), for requeue decisions and metrics.
     failed_at: float = 0.0
     rejected_by: frozenset[str] = frozenset()
     where: QueueName = QueueName.ACTIVE
@@ -108,6 +108,11 @@ class SchedulingQueue:
     _scanned_at: float = -math.inf
     # What pods wait aside for (``wait_for``) -> their keys, in the order they began.
     _waiting: dict[str, dict[str, None]] = field(default_factory=dict)
+    # The reasons a hint may lift (``move_helped``), and the keys of the pods that became
+    # unschedulable for one of them (some since moved: checked when read), so that a
+    # hint looks at those only, not at every queued pod on every bind.
+    hinted: frozenset[str] = frozenset()
+    _unschedulable: dict[str, None] = field(default_factory=dict)
 
     # ---- adding and removing --------------------------------------------------
 
@@ -208,7 +213,7 @@ class SchedulingQueue:
         changed_meanwhile = entry.move_cycle != self._move_cycle or entry.changed_in_flight
         entry.changed_in_flight = False
         if unschedulable and not changed_meanwhile:
-            entry.where = QueueName.UNSCHEDULABLE
+            self._park(entry)
         else:
             self._to_backoff(entry)
         self._pods[key] = entry
@@ -240,7 +245,7 @@ class SchedulingQueue:
         if retry:
             self._to_backoff(entry)
         else:
-            entry.where = QueueName.UNSCHEDULABLE
+            self._park(entry)
         return entry.where
 
     # ---- waiting for this scheduler's own writes -----------------------------------
@@ -302,6 +307,26 @@ class SchedulingQueue:
                 moved += 1
         return moved
 
+    def move_helped(self, helps: Callable[[Pod, frozenset[str] | None], bool]) -> int:
+        """A change that helps only some pods (kube's queueing hints, ``hints``):
+        the pods unschedulable for a reason in ``hinted`` for which ``helps(pod, why its
+        nodes rejected it)`` move to backoff or active; a pod being tried that it may help
+        (``helps(pod, None)``: what may reject it is not known yet) backs off instead of
+        waiting, if it fails. How many moved."""
+        moved = 0
+        for key in list(self._unschedulable):
+            entry = self._pods.get(key)
+            if entry is None or entry.where is not QueueName.UNSCHEDULABLE:
+                del self._unschedulable[key]
+            elif helps(entry.pod, entry.rejected_by):
+                del self._unschedulable[key]
+                self._to_backoff(entry)
+                moved += 1
+        for entry in self._in_flight.values():
+            if not entry.changed_in_flight and helps(entry.pod, None):
+                entry.changed_in_flight = True
+        return moved
+
     def move_to_active_or_backoff(self, keys: Iterable[str]) -> int:
         """Something changed that may help these pods (a PodGroup, a new member)."""
         moved = 0
@@ -351,6 +376,11 @@ class SchedulingQueue:
         entry.where = QueueName.ACTIVE
         entry.sequence = next(self._counter)
         heapq.heappush(self._active, (-entry.pod.priority, entry.sequence, entry.pod.key))
+
+    def _park(self, entry: QueuedPod) -> None:
+        entry.where = QueueName.UNSCHEDULABLE
+        if not entry.rejected_by.isdisjoint(self.hinted):
+            self._unschedulable[entry.pod.key] = None
 
     def _to_backoff(self, entry: QueuedPod) -> None:
         until = entry.backoff_until()

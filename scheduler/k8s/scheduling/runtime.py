@@ -36,6 +36,7 @@ from scheduler.k8s.scheduling.dra_events import DraKind, list_dra
 from scheduler.k8s.scheduling.gang_cycle import GANG_PLUGIN, schedule_gang
 from scheduler.k8s.scheduling.gangs import GangIndex, list_pod_groups
 from scheduler.k8s.scheduling.hami import NodeLocker, NodeLocks
+from scheduler.k8s.scheduling.hints import HINTED_REASONS, helped
 from scheduler.k8s.scheduling.lifetimes import LiveLifetimes
 from scheduler.k8s.scheduling.lifetimes_starts import StartPredictions, message_suffix, pods_ahead
 from scheduler.k8s.scheduling.policy import ActiveProfile, PolicyManager
@@ -80,7 +81,7 @@ class SchedulerRuntime:
         self.policy = policy
         self.cache = SchedulerCache(policy.scheduler_names, unreadable=self.skip_unreadable)
         self.cache.state.dra_gpu_classes = frozenset(settings.dra_gpu_classes)
-        self.queue = SchedulingQueue()
+        self.queue = SchedulingQueue(hinted=HINTED_REASONS)
         self.reporter = Reporter(api)
         self.leading = asyncio.Event()
         self.synced = asyncio.Event()
@@ -206,8 +207,12 @@ class SchedulerRuntime:
             self._lifetime_event(event.key, bound=event.change is PodChange.BOUND)
             if event.rejected_by_node:
                 self._report_rejected(manifest, event.rejected_by_node)
+            if event.pod is not None and (event.landed or event.relabeled_from is not None):
+                self._assigned_pod_changed(event.relabeled_from, event.pod)
             if event.frees_resources:
-                self._cluster_changed("AssignedPodDelete")
+                self._cluster_changed(
+                    "AssignedPodDelete" if event.change is PodChange.GONE else "AssignedPodUpdate"
+                )
                 if self.experience is not None:
                     self.experience.append({"kind": "departure", "t": time.time(), "pod": event.key})
 
@@ -274,6 +279,17 @@ class SchedulerRuntime:
             self._wake.set()
         if freed:
             self._cluster_changed("ResourceClaimChange")
+
+    def _assigned_pod_changed(self, before: Pod | None, after: Pod) -> None:
+        """A pod landed on its node (``before`` None) or changed its labels there: the
+        unschedulable pods it may help are tried again (``hints``)."""
+        moved = self.queue.move_helped(
+            lambda pending, rejected_by: helped(pending, rejected_by, before, after)
+        )
+        if moved:
+            event = "AssignedPodAdd" if before is None else "AssignedPodUpdate"
+            self.metrics.incoming_pods.labels(QueueName.BACKOFF.value, event).inc(moved)
+            self._wake.set()
 
     def _cluster_changed(self, event: str) -> None:
         moved = self.queue.move_all_to_active_or_backoff()

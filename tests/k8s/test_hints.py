@@ -1,0 +1,162 @@
+"""kube's queueing hints for a pod landing on a node or changing its labels there: which
+unschedulable pods it may help (``hints.helped``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scheduler.k8s.scheduling.hints import AFFINITY_REASONS, SPREAD_REASONS, helped
+from scheduler.plugins.filters.inter_pod_affinity import REASON_AFFINITY, REASON_ANTI_AFFINITY
+from scheduler.plugins.filters.pod_topology_spread import REASON_SKEW
+from tests.builders import make_pod
+
+HOST = "kubernetes.io/hostname"
+
+
+def term(labels: dict[str, str], **extra: Any) -> dict[str, Any]:
+    return {"labelSelector": {"matchLabels": labels}, "topologyKey": HOST, **extra}
+
+
+AFFINE = make_pod(
+    "affine",
+    namespace="web",
+    affinity={"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term({"app": "db"})]}},
+)
+AFFINE_ELSEWHERE = make_pod(
+    "affine-ns",
+    namespace="web",
+    affinity={
+        "podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [term({"app": "db"}, namespaces=["data"])]
+        }
+    },
+)
+AFFINE_BY_SELECTOR = make_pod(
+    "affine-sel",
+    namespace="web",
+    affinity={
+        "podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [term({"app": "db"}, namespaceSelector={})]
+        }
+    },
+)
+ANTI = make_pod(
+    "anti",
+    namespace="web",
+    affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term({"app": "db"})]}},
+)
+SPREAD = make_pod(
+    "spread",
+    namespace="web",
+    topology_spread=[
+        {
+            "maxSkew": 1,
+            "topologyKey": HOST,
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "web"}},
+        }
+    ],
+)
+
+
+def pod(namespace: str, **labels: str) -> Any:
+    return make_pod("other", namespace=namespace, labels=labels, node_name="n1")
+
+
+@pytest.mark.parametrize(
+    ("pending", "reasons", "before", "after", "expected"),
+    [
+        pytest.param(
+            AFFINE, AFFINITY_REASONS, None, pod("web", app="db"), True, id="affinity: its pod lands"
+        ),
+        pytest.param(
+            AFFINE, AFFINITY_REASONS, None, pod("web", app="cache"), False, id="affinity: another pod"
+        ),
+        pytest.param(
+            AFFINE, AFFINITY_REASONS, None, pod("data", app="db"), False, id="affinity: another namespace"
+        ),
+        pytest.param(
+            AFFINE_ELSEWHERE,
+            AFFINITY_REASONS,
+            None,
+            pod("data", app="db"),
+            True,
+            id="affinity: a named namespace",
+        ),
+        pytest.param(
+            AFFINE_BY_SELECTOR,
+            AFFINITY_REASONS,
+            None,
+            pod("any", app="db"),
+            True,
+            id="affinity: a namespace selector",
+        ),
+        pytest.param(
+            AFFINE,
+            frozenset({REASON_SKEW}),
+            None,
+            pod("web", app="db"),
+            False,
+            id="rejected for something else",
+        ),
+        pytest.param(AFFINE, None, None, pod("web", app="db"), True, id="being tried: any reason"),
+        pytest.param(
+            AFFINE,
+            AFFINITY_REASONS,
+            pod("web", app="cache"),
+            pod("web", app="db"),
+            True,
+            id="affinity: relabelled to match",
+        ),
+        pytest.param(
+            ANTI, frozenset({REASON_ANTI_AFFINITY}), None, pod("web", app="db"), False, id="anti: a pod lands"
+        ),
+        pytest.param(
+            ANTI,
+            frozenset({REASON_ANTI_AFFINITY}),
+            pod("web", app="db"),
+            pod("web", app="x"),
+            True,
+            id="anti: relabelled away",
+        ),
+        pytest.param(
+            ANTI,
+            frozenset({REASON_AFFINITY}),
+            pod("web", app="db"),
+            pod("web", app="db", tier="1"),
+            False,
+            id="anti: still matching",
+        ),
+        pytest.param(
+            SPREAD, SPREAD_REASONS, None, pod("web", app="web"), True, id="spread: a matching pod lands"
+        ),
+        pytest.param(
+            SPREAD, SPREAD_REASONS, None, pod("web", app="db"), False, id="spread: another pod lands"
+        ),
+        pytest.param(
+            SPREAD, SPREAD_REASONS, None, pod("data", app="web"), False, id="spread: another namespace"
+        ),
+        pytest.param(
+            SPREAD,
+            SPREAD_REASONS,
+            pod("web", app="web"),
+            pod("web", app="x"),
+            True,
+            id="spread: relabelled away",
+        ),
+        pytest.param(
+            SPREAD,
+            SPREAD_REASONS,
+            pod("web", app="web"),
+            pod("web", app="web"),
+            False,
+            id="spread: labels unchanged",
+        ),
+    ],
+)
+def test_which_pending_pods_a_placed_pod_may_help(
+    pending: Any, reasons: frozenset[str] | None, before: Any, after: Any, expected: bool
+) -> None:
+    assert helped(pending, reasons, before, after) is expected
