@@ -22,6 +22,9 @@ the first and the last bind its watch saw ((bound - 1) / span, as kube's harness
 its throughput from the first scheduled pod on), the pods bound, why the others are
 pending (their PodScheduled condition), and every hard constraint broken over all the
 case's pods (``scheduler_perf_checks``, ``_fit``, ``_volume_checks``, ``_claim_checks``).
+A case with a metric window (kube's event-handling cases) runs instead in sequence,
+each run from an empty cluster (``scheduler_perf_sequence``), measured over the window's
+pods bound inside it.
 Each round's line also says when the first and the last bind came after the scheduler's
 start, and the scheduler's attempts by result, from its /metrics: where binds wait on
 something else (a preemptor on its victims' deletions), the rate after the first bind
@@ -87,9 +90,11 @@ from scheduler_perf_ops import (
     Plan,
     PodsOp,
     ResourceDriverOp,
+    UpdateOp,
 )
 from scheduler_perf_plan import plan, test_cases
 from scheduler_perf_report import pending_reasons, table
+from scheduler_perf_sequence import Sequence
 from scheduler_perf_volume_checks import broken_volume_constraints
 from scheduler_perf_volumes import storage_objects
 from throughput import free_port, make_scheduler, start_cluster
@@ -139,6 +144,11 @@ class RunResult:
 
 class AnyNamespaceBindWatcher(BindWatcher):
     """``BindWatcher`` over every namespace (scheduler_perf puts pods in several)."""
+
+    def _record(self, pod: dict[str, Any]) -> None:
+        key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"  # names repeat across namespaces
+        if (pod.get("spec") or {}).get("nodeName") and key not in self.bound_at:
+            self.bound_at[key] = time.time()
 
     def _list(self) -> str:
         listing = raw_list(self.core, label_selector=self.selector)
@@ -386,22 +396,37 @@ def make_dra_objects(core: client.CoreV1Api, the_plan: Plan, nodes: list[NodesOp
             print(f"  {allocated} claims allocated by the harness", flush=True)
 
 
-def run_case(
-    core: client.CoreV1Api, kubeconfig: Path, the_plan: Plan, args: argparse.Namespace, folder: Path
-) -> list[RunResult]:
-    qps, burst = args.qps_burst
-    nodes = [op for op in the_plan.ops if isinstance(op, NodesOp)]
-    make_nodes(core, nodes, timeout_s=60 + sum(op.count for op in nodes) / 5)
-    ensure_priority_classes(core.api_client, the_plan.priorities)
+def prepare_namespaces(core: client.CoreV1Api, kubeconfig: Path, the_plan: Plan) -> set[str]:
+    """The case's namespaces, made and emptied of this benchmark's pods."""
     named = [op for op in the_plan.ops if isinstance(op, NamespacesOp)]
     others = {
         op.namespace
         for op in the_plan.ops
-        if isinstance(op, PodsOp | AnyOp | ChurnOp | DeletePodsOp) and op.namespace
+        if isinstance(op, PodsOp | AnyOp | ChurnOp | DeletePodsOp | UpdateOp) and op.namespace
     }
     ensure_namespaces(core, kubeconfig, named, others)
     namespaces = {ns for op in named for ns in op.names} | others
     delete_run_pods(core, namespaces, PERF_LABEL)
+    return namespaces
+
+
+def namespace_labels(core: client.CoreV1Api) -> dict[str, dict[str, str]]:
+    listed: Any = core.list_namespace(_preload_content=False)
+    return {
+        n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in json.loads(listed.data)["items"]
+    }
+
+
+def run_case(
+    core: client.CoreV1Api, kubeconfig: Path, the_plan: Plan, args: argparse.Namespace, folder: Path
+) -> list[RunResult]:
+    if the_plan.in_sequence:
+        return run_in_sequence(core, kubeconfig, the_plan, args, folder)
+    qps, burst = args.qps_burst
+    nodes = [op for op in the_plan.ops if isinstance(op, NodesOp)]
+    make_nodes(core, nodes, timeout_s=60 + sum(op.count for op in nodes) / 5)
+    ensure_priority_classes(core.api_client, the_plan.priorities)
+    namespaces = prepare_namespaces(core, kubeconfig, the_plan)
     make_dra_objects(core, the_plan, nodes)
     init = [
         pod_objects(op, i, f"init-{index}-{i}", INIT_SCHEDULER, "init")
@@ -417,11 +442,9 @@ def run_case(
         print(f"  {len(init)} init pods placed by kube-scheduler", flush=True)
 
     place()
-    listed: Any = core.list_namespace(_preload_content=False)
-    namespace_labels = {
-        n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in json.loads(listed.data)["items"]
-    }
-    shared = CaseCluster(core, kubeconfig, workdir, the_plan, namespaces, perf_nodes(core), namespace_labels)
+    shared = CaseCluster(
+        core, kubeconfig, workdir, the_plan, namespaces, perf_nodes(core), namespace_labels(core)
+    )
     results: list[RunResult] = []
     for round_ in range(1, args.rounds + 1):
         for variant in args.schedulers:
@@ -438,6 +461,84 @@ def run_case(
             measure(shared, args, result)
     delete_run_pods(core, namespaces, PERF_LABEL)
     return results
+
+
+def run_in_sequence(
+    core: client.CoreV1Api, kubeconfig: Path, the_plan: Plan, args: argparse.Namespace, folder: Path
+) -> list[RunResult]:
+    """A case with a metric window (``scheduler_perf_sequence``): each run from a cluster
+    without this benchmark's nodes, rounds interleaved."""
+    make_nodes(core, [], timeout_s=120)
+    ensure_priority_classes(core.api_client, the_plan.priorities)
+    namespaces = prepare_namespaces(core, kubeconfig, the_plan)
+    workdir = folder / f"{the_plan.nodes}-{the_plan.case}"
+    workdir.mkdir(parents=True, exist_ok=True)
+    shared = CaseCluster(core, kubeconfig, workdir, the_plan, namespaces, [], namespace_labels(core))
+    results: list[RunResult] = []
+    for round_ in range(1, args.rounds + 1):
+        for variant in args.schedulers:
+            result = RunResult(the_plan.case, the_plan.nodes, variant, round_, the_plan.measured_pods)
+            results.append(result)
+            measure_in_sequence(shared, args, result)
+    return results
+
+
+def measure_in_sequence(shared: CaseCluster, args: argparse.Namespace, result: RunResult) -> None:
+    """One scheduler through the case's operations; fills ``result`` from the binds of the
+    window's pods inside the window."""
+    core = shared.core
+    qps, burst = args.qps_burst
+    run = new_run_id("perf")
+    scheduler = make_scheduler(result.scheduler, args)
+    watcher = AnyNamespaceBindWatcher(core, f"{PERF_LABEL}={run}")
+    print(f"  {result.scheduler} round {result.round}: ", end="", flush=True)
+    try:
+        watcher.start()
+        run_dir = shared.workdir / f"{scheduler.scheduler_name}-{result.round}"
+        run_dir.mkdir(exist_ok=True)
+        started = time.time()
+        scheduler.start(RunContext(shared.kubeconfig, qps, burst, run_dir, free_port()))
+        result.ready_s = scheduler.wait_ready(args.run_timeout)
+        sequence = Sequence(core, shared.plan, run, scheduler.scheduler_name, args.run_timeout)
+        window = sequence.execute()
+        scheduler.check_alive()
+        bound = {f"{namespace}/{name}" for namespace, name in window.bound_when_closed}
+        deadline = time.monotonic() + STALL_S
+        while not bound <= watcher.bound_at.keys() and time.monotonic() < deadline:
+            time.sleep(POLL_S)  # the watch tells the last binds a little later
+        record_binds(
+            result, sorted(t for key, t in watcher.bound_at.items() if key in bound), started, scheduler
+        )
+        scheduler.stop()
+        check(shared, run, result)
+        result.error = "; ".join(window.errors)
+        print(
+            f"{result.pods_per_s:.1f} pods/s, {result.bound}/{result.measured} bound in the window of "
+            f"{window.closed - window.opened:.1f} s, {len(result.broken)} constraints broken ({result.ran}); "
+            f"attempts {attempts_text(result.attempts)}",
+            flush=True,
+        )
+    except (SchedulerExitedError, ApiException, RuntimeError, OSError, ValueError, TimeoutError) as error:
+        result.error = str(error)
+        print(f"FAILED: {error}", flush=True)
+    finally:
+        scheduler.stop()
+        watcher.stop()
+        delete_run_pods(core, shared.namespaces, f"{PERF_LABEL}={run}")
+        delete_run_nodes(core, run, args.run_timeout)
+
+
+def delete_run_nodes(core: client.CoreV1Api, run: str, timeout_s: float) -> None:
+    """The nodes and CSINodes a run made; waits until the nodes are gone (the next run
+    makes nodes of the same names)."""
+    selector = f"{PERF_LABEL}={run}"
+    client.StorageV1Api(core.api_client).delete_collection_csi_node(label_selector=selector)
+    core.delete_collection_node(label_selector=selector)
+    deadline = time.monotonic() + timeout_s
+    while perf_nodes(core, run):
+        if time.monotonic() > deadline:
+            raise RunTimeoutError(f"nodes {selector} still there after {timeout_s:.0f} s")
+        time.sleep(0.5)
 
 
 # ---- the report -------------------------------------------------------------------------
@@ -476,7 +577,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def plans(args: argparse.Namespace) -> tuple[list[Plan], list[str]]:
     wanted = set(args.cases.split(",")) if args.cases else None
-    runnable, skipped = [], []
+    runnable: list[Plan] = []
+    skipped: list[str] = []
     for nodes in args.nodes:
         for path, case in test_cases():
             if wanted is not None and case["name"] not in wanted:
@@ -484,8 +586,8 @@ def plans(args: argparse.Namespace) -> tuple[list[Plan], list[str]]:
             planned = plan(path, case, nodes)
             if isinstance(planned, str):
                 skipped.append(f"{case['name']} at {nodes} nodes: {planned}")
-            else:
-                runnable.append(planned)
+            elif not any((p.case, p.workload) == (planned.case, planned.workload) for p in runnable):
+                runnable.append(planned)  # a case at kube's own size runs once for every --nodes
     return runnable, skipped
 
 

@@ -135,7 +135,7 @@ class RunActivity:
             _gone_is_fine(self.core.delete_node, name)
 
 
-def _attempted(pod: Json) -> bool:
+def attempted(pod: Json) -> bool:
     conditions = (pod.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "PodScheduled" for c in conditions)
 
@@ -149,7 +149,7 @@ def wait_barrier(core: client.CoreV1Api, selector: str, stage: str, timeout_s: f
         waiting = [
             p
             for p in pods
-            if not (p.get("spec") or {}).get("nodeName") and not (stage == "Attempted" and _attempted(p))
+            if not (p.get("spec") or {}).get("nodeName") and not (stage == "Attempted" and attempted(p))
         ]
         if not waiting:
             return

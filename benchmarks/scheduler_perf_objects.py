@@ -120,15 +120,18 @@ class PodObjects:
     volume: dict[str, Any] | None = None
 
 
-def pod_objects(op: PodsOp, index: int, name: str, scheduler_name: str, run: str) -> PodObjects:
-    """Pod ``index`` of ``op``."""
-    pod = pod_manifest(instance(op.template, index, op.count), name, scheduler_name, run)
+def pod_objects(
+    op: PodsOp, index: int, name: str, scheduler_name: str, run: str, claim_name: str = ""
+) -> PodObjects:
+    """Pod ``index`` of ``op``; its claim is named ``claim_name`` (default: as the pod)."""
+    pod = pod_manifest(instance(op.template, index, op.count, op.text), name, scheduler_name, run)
     if op.background:
         pod["metadata"]["labels"][ROLE_LABEL] = "background"
     if op.claim is None or op.volume is None:
         return PodObjects(op.namespace, pod)
-    claim, volume = claim_and_volume(op.claim, op.volume, name, op.namespace, {PERF_LABEL: run})
-    pod["spec"]["volumes"] = [{"name": "vol", "persistentVolumeClaim": {"claimName": name}}]
+    claim_name = claim_name or name
+    claim, volume = claim_and_volume(op.claim, op.volume, claim_name, op.namespace, {PERF_LABEL: run})
+    pod["spec"]["volumes"] = [{"name": "vol", "persistentVolumeClaim": {"claimName": claim_name}}]
     return PodObjects(op.namespace, pod, claim, volume)
 
 
@@ -142,22 +145,33 @@ def create_all(core: client.CoreV1Api, pods: list[PodObjects]) -> None:
         list(pool.map(lambda p: core.create_namespaced_pod(p.namespace, kube.body(p.pod)), pods))
 
 
+def node_objects(
+    ops: list[NodesOp], made_by: str = "node", first: int = 0
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The nodes of ``ops`` (the ``first + i``-th ``createNodes`` of a case for ``ops[i]``),
+    labelled ``made_by``, and their CSINodes."""
+    manifests, csi_nodes = [], []
+    for op_index, op in enumerate(ops, first):
+        for i in range(op.count):
+            labels = {op.label_key: op.label_values[i % len(op.label_values)]} if op.label_key else {}
+            labels[PERF_LABEL] = made_by
+            name = f"perf-{op_index}-{i}"
+            manifest = node_manifest(instance(op.template, i, op.count, op.text), name, labels)
+            manifest["status"]["allocatable"].update(op.allocatable)
+            manifests.append(manifest)
+            csi = csi_node(manifest["metadata"]["name"], op, {PERF_LABEL: made_by})
+            if csi is not None:
+                csi_nodes.append(csi)
+    return manifests, csi_nodes
+
+
 def make_nodes(core: client.CoreV1Api, ops: list[NodesOp], timeout_s: float) -> None:
     """This benchmark's nodes become exactly those of ``ops`` (other nodes are left alone;
     the benchmark's own cluster has none)."""
     existing = [n["metadata"]["name"] for n in perf_nodes(core)]
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(core.delete_node, existing))
-    manifests, csi_nodes = [], []
-    for op_index, op in enumerate(ops):
-        for i in range(op.count):
-            labels = {op.label_key: op.label_values[i % len(op.label_values)]} if op.label_key else {}
-            manifest = node_manifest(instance(op.template, i, op.count), f"perf-{op_index}-{i}", labels)
-            manifest["status"]["allocatable"].update(op.allocatable)
-            manifests.append(manifest)
-            csi = csi_node(manifest["metadata"]["name"], op, {PERF_LABEL: "node"})
-            if csi is not None:
-                csi_nodes.append(csi)
+    manifests, csi_nodes = node_objects(ops)
     replace_csi_nodes(client.StorageV1Api(core.api_client), csi_nodes, f"{PERF_LABEL}=node")
     deadline = time.monotonic() + timeout_s
     while perf_nodes(core):  # a deleted node lingers until its finalizers run

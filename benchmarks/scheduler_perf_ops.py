@@ -20,6 +20,7 @@ class NodesOp:
     allocatable: dict[str, str] = field(default_factory=dict)
     csi_allocatable: dict[str, dict[str, int]] = field(default_factory=dict)
     migrated_plugins: tuple[str, ...] = ()
+    text: str = ""  # as PodsOp.text
 
 
 @dataclass(frozen=True)
@@ -51,23 +52,57 @@ class PodsOp:
     # they are scheduled): made in each run, for the scheduler under test, before its
     # measured pods; they are neither placed beforehand nor measured.
     background: bool = False
+    # kube's text/template of the pod when its actions are not only inside strings
+    # (``memory: {{DivideInt 30000 .Count}}Mi``): rendered per pod, then read as YAML
+    text: str = ""
 
 
 @dataclass(frozen=True)
 class BarrierOp:
-    """``barrier``: the pods made before it were ``Scheduled`` (or ``Attempted``) before
-    the pods after it are made."""
+    """``barrier``: the pods made before it (those of ``namespaces`` with the labels of
+    ``selector``, when given) were ``Scheduled`` (or ``Attempted``) before the operations
+    after it run."""
 
     stage: str
+    selector: dict[str, str] = field(default_factory=dict)
+    namespaces: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class DeletePodsOp:
-    """``deletePods``: the namespace's pods deleted while the measured pods are scheduled,
-    ``per_second`` a second (0: all at once)."""
+    """``deletePods``: the namespace's pods (those with the labels of ``selector``, when
+    given) deleted while the measured pods are scheduled, ``per_second`` a second (0: all
+    at once); with ``wait``, the operations after it wait until they are gone."""
 
     namespace: str
     per_second: float
+    selector: dict[str, str] = field(default_factory=dict)
+    wait: bool = False
+
+
+@dataclass(frozen=True)
+class MetricsOp:
+    """``startCollectingMetrics`` (``collecting``) or ``stopCollectingMetrics``: the
+    window over which the binds of the pods of ``namespaces`` (any, when empty) with the
+    labels of ``selector`` are measured."""
+
+    collecting: bool
+    namespaces: tuple[str, ...] = ()
+    selector: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class UpdateOp:
+    """``updateAny``: objects ``0 .. count - 1`` of a pod or node template (``text``, kube's
+    text/template, rendered per object) written over the ones there, ``per_second`` a
+    second (0: at once); through ``subresource`` (``resize``) when given."""
+
+    count: int
+    kind: str  # "Pod" or "Node"
+    namespace: str
+    text: str
+    per_second: float
+    subresource: str = ""
 
 
 @dataclass(frozen=True)
@@ -112,6 +147,8 @@ Op = (
     | ChurnOp
     | ResourceDriverOp
     | AllocClaimsOp
+    | MetricsOp
+    | UpdateOp
 )
 
 
@@ -125,6 +162,13 @@ class Plan:
     @property
     def measured_pods(self) -> int:
         return sum(op.count for op in self.ops if isinstance(op, PodsOp) and op.measured)
+
+    @property
+    def in_sequence(self) -> bool:
+        """Whether the case measures a metric window (kube's event-handling cases): its
+        operations then run in order, each run from an empty cluster, with the scheduler
+        under test running throughout (``scheduler_perf_sequence``)."""
+        return any(isinstance(op, MetricsOp) for op in self.ops)
 
     @property
     def priorities(self) -> set[int]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,21 +30,19 @@ from scheduler_perf_ops import (
     BarrierOp,
     ChurnOp,
     DeletePodsOp,
+    MetricsOp,
     NamespacesOp,
     NodesOp,
     Op,
     Plan,
     PodsOp,
     ResourceDriverOp,
+    UpdateOp,
 )
 from scheduler_perf_source import load_yaml, scheduler_perf_dir
 
 # Opcodes this benchmark does not perform (any opcode without a parser skips the test case).
-REFUSED_OPCODES = {
-    "startCollectingMetrics": "event-handling metric windows (not implemented yet)",
-    "stopCollectingMetrics": "event-handling metric windows (not implemented yet)",
-    "updateAny": "object updates while scheduling (not implemented yet)",
-}
+REFUSED_OPCODES: dict[str, str] = {}
 # Test cases whose objects kube's Go test code changes beyond what the configs say.
 GO_SETUP = {
     "NodeDeclaredFeaturesEnabled": "nodes' declared features added by kube's Go test code "
@@ -78,8 +76,15 @@ FIELDS = {
     "createNamespaces": frozenset({"opcode", "count", "countParam", "prefix", "namespaceTemplatePath"}),
     "createPodSets": frozenset({"opcode", "count", "countParam", "namespacePrefix", "createPodsOp"}),
     "createAny": frozenset({"opcode", "count", "countParam", "namespace", "templatePath"}),
-    "barrier": frozenset({"opcode", "stageRequirement"}),
-    "deletePods": frozenset({"opcode", "namespace", "deletePodsPerSecond", "skipWaitToCompletion"}),
+    "barrier": frozenset({"opcode", "stageRequirement", "labelSelector", "namespaces"}),
+    "deletePods": frozenset(
+        {"opcode", "namespace", "deletePodsPerSecond", "skipWaitToCompletion", "labelSelector"}
+    ),
+    "startCollectingMetrics": frozenset({"opcode", "name", "namespaces", "labelSelector"}),
+    "stopCollectingMetrics": frozenset({"opcode"}),
+    "updateAny": frozenset(
+        {"opcode", "count", "countParam", "templatePath", "updatePerSecond", "namespace", "subresources"}
+    ),
     "churn": frozenset({"opcode", "mode", "number", "intervalMilliseconds", "namespace", "templatePaths"}),
     "createResourceDriver": frozenset(
         {"opcode", "driverName", "nodes", "maxClaimsPerNode", "maxClaimsPerNodeParam"}
@@ -98,8 +103,17 @@ ANY_KINDS = {
 # Parameters of a DRA case that are per node, not scaled with the node count.
 PER_NODE_PARAMS = frozenset({"maxClaimsPerNode"})
 # kube's text/template actions this benchmark fills in: ``{{.Index}}``, ``{{.Count}}``,
-# ``{{DivideInt .Index N}}`` and ``{{Mod .Index N}}`` (kube's template functions).
-TEMPLATE_ACTION = re.compile(r"\{\{\s*(?:\.(Index|Count)|(DivideInt|Mod)\s+\.Index\s+(\d+))\s*\}\}")
+# and kube's ``DivideInt`` and ``Mod`` of two of ``.Index``, ``.Count`` and a number.
+_OPERAND = r"(\.Index|\.Count|\d+)"
+TEMPLATE_ACTION = re.compile(
+    r"\{\{\s*(?:\.(Index|Count)|(DivideInt|Mod)\s+" + _OPERAND + r"\s+" + _OPERAND + r")\s*\}\}"
+)
+# The opcodes of a case that makes it run in sequence (``Plan.in_sequence``); the
+# operations only such a case may have are refused in any other.
+WINDOW_OPCODE = "startCollectingMetrics"
+# The kinds ``updateAny`` writes, as (apiVersion, kind).
+UPDATE_KINDS = frozenset({("v1", "Pod"), ("v1", "Node")})
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 BASE_NODES = 500
 
 
@@ -207,26 +221,40 @@ def fill(text: str, index: int, count: int) -> str:
     """``text`` with kube's template actions (``TEMPLATE_ACTION``) filled in for object
     ``index`` of ``count``; other actions are left as they are."""
 
+    def operand(token: str) -> int:
+        return index if token == ".Index" else count if token == ".Count" else int(token)
+
     def value(match: re.Match[str]) -> str:
-        field_, function, operand = match.groups()
+        field_, function, left, right = match.groups()
         if field_:
             return str(index if field_ == "Index" else count)
-        return str(index // int(operand) if function == "DivideInt" else index % int(operand))
+        a, b = operand(left), operand(right)
+        if b == 0:  # Go panics; left for the check after it, which refuses the template
+            return match.group(0)
+        return str(a // b if function == "DivideInt" else a % b)
 
     return TEMPLATE_ACTION.sub(value, text) if "{{" in text else text
 
 
-def indexed(template: dict[str, Any], path: str) -> dict[str, Any] | str:
-    """A node or pod template, or why not: kube renders them with text/template
-    (``scheduler_perf_objects.instance`` fills in ``TEMPLATE_ACTION``); any other template
-    action is refused."""
-    if "{{" in TEMPLATE_ACTION.sub("", json.dumps(template)):
-        return f"{path}: a text/template this benchmark does not render"
-    return template
+def template_file(path: Path, name: str) -> tuple[dict[str, Any], str] | str:
+    """A pod or node template as its first object and, when it has template actions, its
+    text (rendered per object, as kube renders it before reading the YAML: an action may
+    stand where a number goes); or why not (an action this benchmark does not render)."""
+    text = path.read_text()
+    if "{{" not in text:
+        return yaml.load(text, Loader=_LOADER), ""
+    first = fill(text, 0, 1)
+    if "{{" in first:
+        return f"{name}: a text/template this benchmark does not render"
+    return yaml.load(first, Loader=_LOADER), text
 
 
-def instance(template: dict[str, Any], index: int, count: int) -> dict[str, Any]:
-    """The template of object ``index`` of ``count``."""
+def instance(template: dict[str, Any], index: int, count: int, text: str = "") -> dict[str, Any]:
+    """Object ``index`` of ``count``: ``text`` rendered and read when given (``template_file``),
+    else ``template`` with the actions inside its strings filled in."""
+    if text:
+        from_text: dict[str, Any] = yaml.load(fill(text, index, count), Loader=_LOADER)
+        return from_text
     rendered: dict[str, Any] = json.loads(fill(json.dumps(template), index, count))
     return rendered
 
@@ -255,9 +283,10 @@ def nodes_op(op: dict[str, Any], source: Source) -> NodesOp | str:
     # kube's base node (``makeBaseNode``) is templates/node-default.yaml, from any folder
     default = scheduler_perf_dir() / "templates" / "node-default.yaml"
     template_path = op.get("nodeTemplatePath", str(default))
-    template = indexed(load_yaml(source.folder / template_path), template_path)
-    if isinstance(template, str):
-        return template
+    loaded = template_file(source.folder / template_path, template_path)
+    if isinstance(loaded, str):
+        return loaded
+    template, text = loaded
     strategy = op.get("labelNodePrepareStrategy") or {}
     allocatable = op.get("nodeAllocatableStrategy") or {}
     return NodesOp(
@@ -268,6 +297,7 @@ def nodes_op(op: dict[str, Any], source: Source) -> NodesOp | str:
         dict(allocatable.get("nodeAllocatable") or {}),
         dict(allocatable.get("csiNodeAllocatable") or {}),
         tuple(allocatable.get("migratedPlugins") or ()),
+        text,
     )
 
 
@@ -281,11 +311,12 @@ def namespaces_op(op: dict[str, Any], source: Source) -> NamespacesOp:
 
 def pods_op(op: dict[str, Any], source: Source) -> PodsOp | str:
     template_path = op.get("podTemplatePath") or source.case.get("defaultPodTemplatePath")
-    template = (
-        indexed(load_yaml(source.folder / template_path), template_path) if template_path else base_pod()
+    loaded = (
+        template_file(source.folder / template_path, template_path) if template_path else (base_pod(), "")
     )
-    if isinstance(template, str):
-        return template
+    if isinstance(loaded, str):
+        return loaded
+    template, text = loaded
     implicit = implicit_extended_resources(template)
     if implicit:
         return f"{template_path}: {implicit[0]}: {DRA_EXTENDED}"
@@ -301,6 +332,7 @@ def pods_op(op: dict[str, Any], source: Source) -> PodsOp | str:
         load_yaml(source.folder / volume_path) if volume_path else None,
         load_yaml(source.folder / claim_path) if claim_path else None,
         background=bool(op.get("skipWaitToCompletion")),
+        text=text,
     )
 
 
@@ -332,13 +364,54 @@ def any_op(op: dict[str, Any], source: Source) -> AnyOp | str:
 
 
 def barrier_op(op: dict[str, Any], _source: Source) -> BarrierOp:
-    return BarrierOp(op.get("stageRequirement") or "Scheduled")
+    return BarrierOp(
+        op.get("stageRequirement") or "Scheduled",
+        dict(op.get("labelSelector") or {}),
+        tuple(op.get("namespaces") or ()),
+    )
 
 
-def delete_pods_op(op: dict[str, Any], _source: Source) -> DeletePodsOp | str:
-    if not op.get("skipWaitToCompletion"):
-        return "deletePods waited for (not implemented)"
-    return DeletePodsOp(op["namespace"], float(op.get("deletePodsPerSecond") or 0))
+def delete_pods_op(op: dict[str, Any], _source: Source) -> DeletePodsOp:
+    return DeletePodsOp(
+        op["namespace"],
+        float(op.get("deletePodsPerSecond") or 0),
+        dict(op.get("labelSelector") or {}),
+        wait=not op.get("skipWaitToCompletion"),
+    )
+
+
+def metrics_op(op: dict[str, Any], _source: Source) -> MetricsOp:
+    return MetricsOp(
+        op["opcode"] == WINDOW_OPCODE, tuple(op.get("namespaces") or ()), dict(op.get("labelSelector") or {})
+    )
+
+
+def update_op(op: dict[str, Any], source: Source) -> UpdateOp | str:
+    count = _count(op, source.params) if ("count" in op or "countParam" in op) else 1
+    path = op.get("templatePath")
+    if not path:
+        return "updateAny without a templatePath"
+    loaded = template_file(source.folder / path, path)
+    if isinstance(loaded, str):
+        return loaded
+    first, text = loaded
+    kind = (first.get("apiVersion", ""), first.get("kind", ""))
+    if kind not in UPDATE_KINDS:
+        return f"updateAny of {kind[0]} {kind[1]} (not implemented)"
+    namespace = op.get("namespace") or ""
+    if bool(namespace) != (kind[1] == "Pod"):
+        return f"updateAny of {kind[1]}: namespace {namespace!r} does not fit its scope"
+    subresources = list(op.get("subresources") or [])
+    if subresources not in ([], ["resize"]) or (subresources and kind[1] != "Pod"):
+        return f"updateAny of {kind[1]} through {subresources} (not implemented)"
+    return UpdateOp(
+        count,
+        kind[1],
+        namespace,
+        text or (source.folder / path).read_text(),
+        float(op.get("updatePerSecond") or 0),
+        subresources[0] if subresources else "",
+    )
 
 
 def churn_op(op: dict[str, Any], source: Source) -> ChurnOp | str:
@@ -400,15 +473,58 @@ def refused_feature(case: dict[str, Any], folder: Path) -> str:
     return ""
 
 
-def _refused(op: dict[str, Any]) -> str:
-    """Why this benchmark does not perform ``op`` ("" when it does)."""
+def _refused(op: dict[str, Any], in_sequence: bool) -> str:
+    """Why this benchmark does not perform ``op`` ("" when it does); ``in_sequence``: its
+    case has a metric window (only such a case runs updates, waits on deletions and
+    selects pods at a barrier)."""
     opcode = op["opcode"]
     if opcode not in PARSERS and opcode != "createPodSets":
         return f"{opcode}: {REFUSED_OPCODES.get(opcode, 'not implemented')}"
     extra = sorted(set(op) - FIELDS[opcode])
     if extra:
         return f"{opcode} with {', '.join(extra)} (not implemented)"
-    return _refused(op["createPodsOp"]) if opcode == "createPodSets" else ""
+    if not in_sequence:
+        if opcode == "updateAny":
+            return "updateAny outside a case with a metric window (not implemented)"
+        if opcode == "deletePods" and (not op.get("skipWaitToCompletion") or op.get("labelSelector")):
+            return "deletePods waited for or by label outside a case with a metric window (not implemented)"
+        if opcode == "barrier" and (op.get("labelSelector") or op.get("namespaces")):
+            return "barrier on some pods outside a case with a metric window (not implemented)"
+    return _refused(op["createPodsOp"], in_sequence) if opcode == "createPodSets" else ""
+
+
+def performance_workload(case: dict[str, Any]) -> tuple[str, dict[str, Any], int] | None:
+    """The case's first workload kube labels ``performance``, with its node count, or None."""
+    for workload in case.get("workloads", []):
+        if "performance" in (workload.get("labels") or []):
+            nodes = workload_nodes(workload["name"]) or counted_nodes(case, workload)
+            if nodes:
+                return workload["name"], dict(workload.get("params") or {}), nodes
+    return None
+
+
+def matches(labels: dict[str, Any], selector: dict[str, str]) -> bool:
+    return all(labels.get(key) == value for key, value in selector.items())
+
+
+def in_window(window: MetricsOp, op: PodsOp) -> bool:
+    """Whether ``window`` measures ``op``'s pods: in its namespaces (any, when it names
+    none), with its selector's labels."""
+    labels = (op.template.get("metadata") or {}).get("labels") or {}
+    return (not window.namespaces or op.namespace in window.namespaces) and matches(labels, window.selector)
+
+
+def windowed(ops: list[Op]) -> list[Op]:
+    """``ops`` with the pods a metric window measures (made while it is open, ``in_window``)
+    marked ``measured``."""
+    marked: list[Op] = []
+    window: MetricsOp | None = None
+    for op in ops:
+        if isinstance(op, MetricsOp):
+            window = op if op.collecting else None
+        measured = isinstance(op, PodsOp) and window is not None and in_window(window, op)
+        marked.append(replace(op, measured=True) if isinstance(op, PodsOp) and measured else op)
+    return marked
 
 
 PARSERS: dict[str, Callable[[dict[str, Any], Source], Op | str]] = {
@@ -421,36 +537,50 @@ PARSERS: dict[str, Callable[[dict[str, Any], Source], Op | str]] = {
     "churn": churn_op,
     "createResourceDriver": resource_driver_op,
     "allocResourceClaims": alloc_claims_op,
+    "startCollectingMetrics": metrics_op,
+    "stopCollectingMetrics": metrics_op,
+    "updateAny": update_op,
 }
 
 
 def plan(path: Path, case: dict[str, Any], nodes: int) -> Plan | str:
     """The test case at ``nodes`` nodes, or the reason it is skipped (an operation this
-    benchmark does not perform before a size it has no workload for)."""
+    benchmark does not perform before a size it has no workload for). From ``BASE_NODES``
+    nodes on, a case whose workloads are all smaller (kube's event-handling and gated-pod
+    cases, sized for what they test and not for the cluster) runs its ``performance``
+    workload at kube's own size."""
     if case["name"] in GO_SETUP:
         return GO_SETUP[case["name"]]
     feature = refused_feature(case, path.parent)
     if feature:
         return feature
+    in_sequence = any(op["opcode"] == WINDOW_OPCODE for op in case["workloadTemplate"])
     for op in case["workloadTemplate"]:
-        refused = _refused(op)
+        refused = _refused(op, in_sequence)
         if refused:
             return refused
     sized = sized_params(case, nodes)
-    if isinstance(sized, str):
+    own = performance_workload(case) if isinstance(sized, str) and nodes >= BASE_NODES else None
+    if own is not None:
+        workload, params, nodes = own
+    elif isinstance(sized, str):
         workloads = case.get("workloads", [])
         sizes = sorted({n for w in workloads if (n := workload_nodes(w["name"]) or counted_nodes(case, w))})
-        return f"{sized} (kube's: {', '.join(map(str, sizes)) or 'none'} nodes)"
-    workload, params = sized
+        smaller = " and no performance one" if nodes >= BASE_NODES else ""
+        return f"{sized}{smaller} (kube's: {', '.join(map(str, sizes)) or 'none'} nodes)"
+    else:
+        workload, params = sized
     result = Plan(case["name"], workload, nodes)
     for index, op in enumerate(unrolled(case["workloadTemplate"], params)):
-        refused = _refused(op)
+        refused = _refused(op, in_sequence)
         if refused:
             return refused
         parsed = PARSERS[op["opcode"]](op, Source(index, params, case, path.parent))
         if isinstance(parsed, str):
             return parsed
         result.ops.append(parsed)
+    if result.in_sequence:
+        result.ops = windowed(result.ops)
     if not result.measured_pods:
         return "no measured pods"
     return result

@@ -100,6 +100,16 @@ GATED = "Scheduling is blocked due to non-empty scheduling gates"
         # firstAvailable: a class no device has, else the driver's class
         # (allocResourceClaims: none at this size)
         pytest.param("FirstAvailable", 2, "", id="DRA firstAvailable"),
+        # kube's event-handling cases, in sequence from an empty cluster, measured over
+        # their metric window: pods unschedulable until blockers are deleted (ports,
+        # resources, spreading, affinity, a ReadWriteOncePod claim); until pods and
+        # nodes are updated (tolerations, gates removed, labels, a resize, a node made
+        # schedulable, given room, labels or taints); until pods or nodes are added
+        pytest.param("EventHandlingPodDelete", 2, "", id="event handling: pods deleted"),
+        pytest.param("EventHandlingPodUpdate", 1, "", id="event handling: pods updated and resized"),
+        pytest.param("EventHandlingPodAdd", 2, "", id="event handling: pods added"),
+        pytest.param("EventHandlingNodeAdd", 2, "", id="event handling: nodes added"),
+        pytest.param("EventHandlingNodeUpdate", 2, "", id="event handling: nodes updated"),
     ],
 )
 def test_scheduler_perf_smallest_workloads(

@@ -347,7 +347,7 @@ def test_gated_pods_a_barrier_and_deletions(folder: Path) -> None:
     [
         pytest.param(
             {"opcode": "deletePods", "namespace": "n"},
-            "deletePods waited for (not implemented)",
+            "deletePods waited for or by label outside a case with a metric window (not implemented)",
             id="waited for",
         ),
         pytest.param(
@@ -362,8 +362,8 @@ def test_gated_pods_a_barrier_and_deletions(folder: Path) -> None:
         ),
         pytest.param(
             {"opcode": "updateAny"},
-            "updateAny: object updates while scheduling (not implemented yet)",
-            id="refused",
+            "updateAny outside a case with a metric window (not implemented)",
+            id="updates without a window",
         ),
     ],
 )
