@@ -1,5 +1,6 @@
 """kube's queueing hints for a pod landing on a node or changing its labels there: which
-unschedulable pods it may help (``hints.helped``)."""
+unschedulable pods it may help (``hints.helped``), and a pod deleted from its node
+(``hints.deletion_helped``)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,15 @@ from typing import Any
 
 import pytest
 
-from scheduler.k8s.scheduling.hints import AFFINITY_REASONS, SPREAD_REASONS, helped
-from scheduler.plugins.filters.inter_pod_affinity import REASON_AFFINITY, REASON_ANTI_AFFINITY
+from scheduler.k8s.scheduling.hints import AFFINITY_REASONS, SPREAD_REASONS, deletion_helped, helped
+from scheduler.plugins.filters.inter_pod_affinity import (
+    REASON_AFFINITY,
+    REASON_ANTI_AFFINITY,
+    REASON_EXISTING_ANTI_AFFINITY,
+)
+from scheduler.plugins.filters.node_ports import REASON as PORTS
 from scheduler.plugins.filters.pod_topology_spread import REASON_SKEW
+from scheduler.plugins.filters.taint_toleration import REASON as TAINT
 from tests.builders import make_pod
 
 HOST = "kubernetes.io/hostname"
@@ -160,3 +167,48 @@ def test_which_pending_pods_a_placed_pod_may_help(
     pending: Any, reasons: frozenset[str] | None, before: Any, after: Any, expected: bool
 ) -> None:
     assert helped(pending, reasons, before, after) is expected
+
+
+PORTED = make_pod("ported", namespace="web", host_ports=[8080])
+PORT_HOLDER = make_pod("holder", namespace="web", host_ports=[8080], node_name="n1")
+OTHER_PORT = make_pod("other-port", namespace="web", host_ports=[9090], node_name="n1")
+EXCLUSIVE = make_pod(
+    "exclusive",
+    namespace="web",
+    labels={"app": "db"},
+    node_name="n1",
+    affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term({"app": "web"})]}},
+)
+WEB = make_pod("web-1", namespace="web", labels={"app": "web"})
+
+
+@pytest.mark.parametrize(
+    ("pending", "reasons", "deleted", "expected"),
+    [
+        pytest.param(
+            WEB, frozenset({"Insufficient cpu"}), pod("web", app="x"), True, id="room: any deletion"
+        ),
+        pytest.param(WEB, frozenset({TAINT}), pod("web", app="x"), False, id="a taint: no deletion lifts it"),
+        pytest.param(
+            WEB, frozenset({TAINT, "Insufficient memory"}), pod("web"), True, id="one node short of room"
+        ),
+        pytest.param(AFFINE, frozenset({REASON_AFFINITY}), pod("web", app="db"), False, id="affinity: not"),
+        pytest.param(PORTED, frozenset({PORTS}), PORT_HOLDER, True, id="ports: the holder leaves"),
+        pytest.param(PORTED, frozenset({PORTS}), OTHER_PORT, False, id="ports: another port leaves"),
+        pytest.param(
+            ANTI, frozenset({REASON_ANTI_AFFINITY}), pod("web", app="db"), True, id="anti: its match"
+        ),
+        pytest.param(ANTI, frozenset({REASON_ANTI_AFFINITY}), pod("web", app="x"), False, id="anti: another"),
+        pytest.param(
+            WEB, frozenset({REASON_EXISTING_ANTI_AFFINITY}), EXCLUSIVE, True, id="existing anti: the excluder"
+        ),
+        pytest.param(SPREAD, SPREAD_REASONS, pod("web", app="web"), True, id="spread: a counted pod"),
+        pytest.param(SPREAD, SPREAD_REASONS, pod("web", app="db"), False, id="spread: another pod"),
+        pytest.param(WEB, frozenset({"a reason no hint knows"}), pod("web"), True, id="unknown: moved"),
+        pytest.param(WEB, None, pod("web"), True, id="being tried"),
+    ],
+)
+def test_which_pending_pods_a_deletion_may_help(
+    pending: Any, reasons: frozenset[str] | None, deleted: Any, expected: bool
+) -> None:
+    assert deletion_helped(pending, reasons, deleted) is expected

@@ -6,6 +6,7 @@ logic; the cluster tier runs the same paths against a real API server)."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
@@ -400,5 +401,31 @@ def test_a_pod_landing_or_relabelled_retries_the_pods_it_may_help(
             runtime.schedule_one(entry)
             await settle(runtime)
             assert api.binds == [(key, "n1")]
+
+    run(body)
+
+
+def test_a_pod_deleted_retries_only_the_pods_its_leaving_may_help() -> None:
+    """kube's hints on a pod's deletion: a pod short of room is tried again, one no node's
+    labels select keeps waiting (a deletion cannot change that)."""
+
+    async def body() -> None:
+        api = RecordingApi()
+        runtime = runtime_with(api, node_manifest("n1", cpu="2"))
+        filler = placed("filler", "n1", cpu="2")
+        runtime.on_pod_event("ADDED", filler)
+        short = await one_cycle(runtime, pod_manifest("short", cpu="1"))
+        misplaced = await one_cycle(
+            runtime, pod_manifest("misplaced", cpu="1", node_selector={"zone": "nowhere"})
+        )
+        assert runtime.queue.sizes()[QueueName.UNSCHEDULABLE] == 2
+        runtime.on_pod_event("DELETED", filler)
+        assert runtime.queue.sizes()[QueueName.UNSCHEDULABLE] == 1
+        runtime.queue.clock = lambda: time.monotonic() + 20  # backoffs over, not the 5-minute flush
+        entry = runtime.queue.pop()
+        assert entry is not None
+        assert entry.pod.key == short
+        assert runtime.queue.pop() is None  # misplaced waits
+        assert misplaced in runtime.queue
 
     run(body)

@@ -236,9 +236,11 @@ class SchedulerCache:
         if event_type == "DELETED" or status.get("phase") in TERMINAL_PHASES:
             self._pending.pop(key, None)
             self.nominated.pop(key, None)
+            placement = self.state.placements.get(key)
             freed = self._release(key)
             rejected = self._rejected_by_node(key, event_type, manifest)
-            return PodEvent(PodChange.GONE, key, frees_resources=freed, rejected_by_node=rejected)
+            left = placement.pod if placement is not None else None  # what it held (``hints``)
+            return PodEvent(PodChange.GONE, key, left, frees_resources=freed, rejected_by_node=rejected)
         if node_name:
             self._pending.pop(key, None)
             self.nominated.pop(key, None)

@@ -1,5 +1,6 @@
-"""kube-scheduler's queueing hints for a pod that lands on a node or changes there: which
-unschedulable pods it may help, so that only those are tried again.
+"""kube-scheduler's queueing hints for a pod that lands on a node, changes there or is
+deleted from it: which unschedulable pods it may help, so that only those are tried
+again.
 
 - InterPodAffinity (``isSchedulableAfterPodChange``): a pod added on a node helps a pod
   whose required affinity terms it matches, all of them; a pod whose labels change helps
@@ -7,6 +8,16 @@ unschedulable pods it may help, so that only those are tried again.
   anti-affinity terms it matched and no longer does.
 - PodTopologySpread (``isSchedulableAfterPodChange``): a pod of the same namespace that a
   constraint's selector matches, added, or with its labels changed (before or after).
+
+A pod deleted from its node (``deletion_helped``) helps a pod whose nodes rejected it
+for a reason a deletion may lift: room (NodeResourcesFit queues on any deletion), a
+host port the deleted pod held (NodePorts), anti-affinity either way (InterPodAffinity:
+the deleted pod matched the pod's anti-affinity terms, or the pod matched the deleted
+pod's), a spread constraint's selector the deleted pod matched (PodTopologySpread),
+volumes, and any reason no hint here knows. Taints, node affinity and name, an
+unschedulable node, a missing topology label, required affinity and volume zones are
+not lifted by a deletion (kube's plugins register no pod deletion for them, or their
+hint skips it).
 
 A term's namespaces are checked where they are named; a ``namespaceSelector`` is taken
 as matching (the namespaces' labels are the filters' business): a hint may let a pod be
@@ -19,7 +30,16 @@ from collections.abc import Iterable
 
 from scheduler.objects.pod import Pod
 from scheduler.objects.selectors import PodAffinityTerm
-from scheduler.plugins.filters import inter_pod_affinity, pod_topology_spread
+from scheduler.plugins.filters import (
+    inter_pod_affinity,
+    node_affinity,
+    node_name,
+    node_ports,
+    node_unschedulable,
+    pod_topology_spread,
+    taint_toleration,
+    volume_zone,
+)
 
 # What the queue keeps of an unschedulable pod is why its nodes said no (the filters'
 # reasons): those of the two plugins whose rejections a pod may lift.
@@ -32,6 +52,20 @@ AFFINITY_REASONS = frozenset(
 )
 SPREAD_REASONS = frozenset({pod_topology_spread.REASON_SKEW})
 HINTED_REASONS = AFFINITY_REASONS | SPREAD_REASONS
+NOT_LIFTED_BY_DELETION = frozenset(
+    {
+        taint_toleration.REASON,
+        node_affinity.REASON,
+        node_name.REASON,
+        node_unschedulable.REASON,
+        pod_topology_spread.REASON_MISSING_LABEL,
+        inter_pod_affinity.REASON_AFFINITY,
+        volume_zone.REASON,
+    }
+)
+ANTI_AFFINITY_REASONS = frozenset(
+    {inter_pod_affinity.REASON_ANTI_AFFINITY, inter_pod_affinity.REASON_EXISTING_ANTI_AFFINITY}
+)
 
 
 def _term_matches(term: PodAffinityTerm, owner: Pod, other: Pod) -> bool:
@@ -92,3 +126,25 @@ def helped(pending: Pod, reasons: frozenset[str] | None, before: Pod | None, aft
     return (rejected_for(AFFINITY_REASONS) and affinity_helped(pending, before, after)) or (
         rejected_for(SPREAD_REASONS) and spread_helped(pending, before, after)
     )
+
+
+def _reason_lifted_by_deletion(reason: str, pending: Pod, deleted: Pod) -> bool:
+    if reason in NOT_LIFTED_BY_DELETION:
+        return False
+    if reason == node_ports.REASON:
+        return any(mine.conflicts(theirs) for mine in pending.host_ports for theirs in deleted.host_ports)
+    if reason in ANTI_AFFINITY_REASONS:
+        return _matches_any(pending.pod_anti_affinity.required, pending, deleted) or _matches_any(
+            deleted.pod_anti_affinity.required, deleted, pending
+        )
+    if reason in SPREAD_REASONS:
+        return spread_helped(pending, None, deleted)
+    return True  # room, volumes, devices, and reasons no hint here knows
+
+
+def deletion_helped(pending: Pod, reasons: frozenset[str] | None, deleted: Pod) -> bool:
+    """Whether ``deleted`` leaving its node may help a pod its nodes rejected for
+    ``reasons`` (None: not known yet, any)."""
+    if reasons is None:
+        return True
+    return any(_reason_lifted_by_deletion(reason, pending, deleted) for reason in reasons)

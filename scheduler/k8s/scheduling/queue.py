@@ -307,19 +307,21 @@ class SchedulingQueue:
                 moved += 1
         return moved
 
-    def move_helped(self, helps: Callable[[Pod, frozenset[str] | None], bool]) -> int:
+    def move_helped(self, helps: Callable[[Pod, frozenset[str] | None], bool], *, every: bool = False) -> int:
         """A change that helps only some pods (kube's queueing hints, ``hints``):
-        the pods unschedulable for a reason in ``hinted`` for which ``helps(pod, why its
-        nodes rejected it)`` move to backoff or active; a pod being tried that it may help
-        (``helps(pod, None)``: what may reject it is not known yet) backs off instead of
-        waiting, if it fails. How many moved."""
+        the unschedulable pods for which ``helps(pod, why its nodes rejected it)`` move to
+        backoff or active, among those rejected for a reason in ``hinted`` (``every``:
+        among all); a pod being tried that it may help (``helps(pod, None)``: what may
+        reject it is not known yet) backs off instead of waiting, if it fails. How many
+        moved."""
         moved = 0
-        for key in list(self._unschedulable):
+        keys = list(self._pods) if every else list(self._unschedulable)
+        for key in keys:
             entry = self._pods.get(key)
             if entry is None or entry.where is not QueueName.UNSCHEDULABLE:
-                del self._unschedulable[key]
+                self._unschedulable.pop(key, None)
             elif helps(entry.pod, entry.rejected_by):
-                del self._unschedulable[key]
+                self._unschedulable.pop(key, None)
                 self._to_backoff(entry)
                 moved += 1
         for entry in self._in_flight.values():

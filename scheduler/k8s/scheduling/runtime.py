@@ -36,7 +36,7 @@ from scheduler.k8s.scheduling.dra_events import DraKind, list_dra
 from scheduler.k8s.scheduling.gang_cycle import GANG_PLUGIN, schedule_gang
 from scheduler.k8s.scheduling.gangs import GangIndex, list_pod_groups
 from scheduler.k8s.scheduling.hami import NodeLocker, NodeLocks
-from scheduler.k8s.scheduling.hints import HINTED_REASONS, helped
+from scheduler.k8s.scheduling.hints import HINTED_REASONS, deletion_helped, helped
 from scheduler.k8s.scheduling.lifetimes import LiveLifetimes
 from scheduler.k8s.scheduling.lifetimes_starts import StartPredictions, message_suffix, pods_ahead
 from scheduler.k8s.scheduling.policy import ActiveProfile, PolicyManager
@@ -209,12 +209,12 @@ class SchedulerRuntime:
                 self._report_rejected(manifest, event.rejected_by_node)
             if event.pod is not None and (event.landed or event.relabeled_from is not None):
                 self._assigned_pod_changed(event.relabeled_from, event.pod)
-            if event.frees_resources:
-                self._cluster_changed(
-                    "AssignedPodDelete" if event.change is PodChange.GONE else "AssignedPodUpdate"
-                )
+            if event.frees_resources and event.change is PodChange.GONE and event.pod is not None:
+                self._assigned_pod_deleted(event.pod)
                 if self.experience is not None:
                     self.experience.append({"kind": "departure", "t": time.time(), "pod": event.key})
+            elif event.frees_resources:  # resized in place
+                self._cluster_changed("AssignedPodUpdate")
 
     def _lifetime_event(self, key: str, *, bound: bool) -> None:
         """A pod bound (its age counts from now until its startTime is known) or gone;
@@ -289,6 +289,16 @@ class SchedulerRuntime:
         if moved:
             event = "AssignedPodAdd" if before is None else "AssignedPodUpdate"
             self.metrics.incoming_pods.labels(QueueName.BACKOFF.value, event).inc(moved)
+            self._wake.set()
+
+    def _assigned_pod_deleted(self, deleted: Pod) -> None:
+        """A pod left its node: the unschedulable pods its leaving may help are tried
+        again (``hints.deletion_helped``)."""
+        moved = self.queue.move_helped(
+            lambda pending, reasons: deletion_helped(pending, reasons, deleted), every=True
+        )
+        if moved:
+            self.metrics.incoming_pods.labels(QueueName.BACKOFF.value, "AssignedPodDelete").inc(moved)
             self._wake.set()
 
     def _cluster_changed(self, event: str) -> None:
