@@ -95,6 +95,7 @@ from scheduler_perf_ops import (
 from scheduler_perf_plan import plan, test_cases
 from scheduler_perf_report import pending_reasons, table
 from scheduler_perf_sequence import Sequence
+from scheduler_perf_steady import run_steadily
 from scheduler_perf_volume_checks import broken_volume_constraints
 from scheduler_perf_volumes import storage_objects
 from throughput import free_port, make_scheduler, start_cluster
@@ -243,14 +244,53 @@ class CaseCluster:
 
 
 def run_pods(the_plan: Plan, run: str, scheduler_name: str) -> tuple[list[PodObjects], list[PodObjects]]:
-    """A run's measured pods, and its background ones (``skipWaitToCompletion``)."""
+    """A run's measured pods (but those made in steady state, ``scheduler_perf_steady``),
+    and its background ones (``skipWaitToCompletion``)."""
     measured: list[PodObjects] = []
     background: list[PodObjects] = []
     for index, op in enumerate(the_plan.ops):
-        if isinstance(op, PodsOp) and (op.measured or op.background):
+        if isinstance(op, PodsOp) and (op.measured or op.background) and not op.steady_s:
             made = [pod_objects(op, i, f"{run}-{index}-{i}", scheduler_name, run) for i in range(op.count)]
             (measured if op.measured else background).extend(made)
     return measured, background
+
+
+@dataclass
+class Measured:
+    """What one run has under way: its id, the scheduler under test, the watch of its
+    binds, what goes on beside them, its measured pods, and whether those were made
+    before the scheduler started."""
+
+    run: str
+    scheduler: SchedulerUnderTest
+    watcher: BindWatcher
+    activity: RunActivity
+    pods: list[PodObjects]
+    made_before_start: bool
+
+
+def bind_measured(shared: CaseCluster, args: argparse.Namespace, result: RunResult, the: Measured) -> None:
+    """Once the scheduler under test has started: past the case's barrier (or its /readyz
+    answering), with the case's deletions and churn going on, the measured pods made
+    (unless they were before its start) and bound, or made in steady state."""
+    core, the_plan = shared.core, shared.plan
+    if the_plan.barrier_stage:
+        selector = f"{PERF_LABEL}={the.run},{ROLE_LABEL}=background"
+        wait_barrier(core, selector, the_plan.barrier_stage, args.run_timeout)
+    elif not the.made_before_start:  # kube's harness: its scheduler runs when createPods starts
+        result.ready_s = the.scheduler.wait_ready(args.run_timeout)
+    the.activity.start()
+    steady = the_plan.steady
+    if steady is not None:
+        index, op = steady
+        name = the.scheduler.scheduler_name
+        result.measured = run_steadily(core, op, index, the.run, name, the.watcher, STALL_S)
+        return
+    if not the.made_before_start:
+        created = time.time()
+        create_all(core, the.pods)
+        result.created_s = time.time() - created
+    wait_bound(the.scheduler, the.watcher, len(the.pods), args.run_timeout)
 
 
 def measure(shared: CaseCluster, args: argparse.Namespace, result: RunResult) -> None:
@@ -268,7 +308,7 @@ def measure(shared: CaseCluster, args: argparse.Namespace, result: RunResult) ->
         if shared.uses_claims:  # the last run's claims deallocated (shared ones) or deleted (from templates)
             wait_claims_released(client.ResourceV1Api(core.api_client), shared.pod_namespaces, 120)
         create_all(core, background)
-        before_start = args.measured == BEFORE_START and not the_plan.barrier_stage
+        before_start = args.measured == BEFORE_START and not the_plan.barrier_stage and not the_plan.steady
         if before_start:  # so that creation does not pace the scheduler
             create_all(core, pods)
         watcher.start()
@@ -276,34 +316,13 @@ def measure(shared: CaseCluster, args: argparse.Namespace, result: RunResult) ->
         run_dir.mkdir(exist_ok=True)
         started = time.time()
         scheduler.start(RunContext(shared.kubeconfig, qps, burst, run_dir, free_port()))
-        if the_plan.barrier_stage:
-            selector = f"{PERF_LABEL}={run},{ROLE_LABEL}=background"
-            wait_barrier(core, selector, the_plan.barrier_stage, args.run_timeout)
-        elif not before_start:  # kube's harness: its scheduler runs when createPods starts
-            result.ready_s = scheduler.wait_ready(args.run_timeout)
-        activity.start()
-        if not before_start:
-            created = time.time()
-            create_all(core, pods)
-            result.created_s = time.time() - created
-        wait_bound(scheduler, watcher, len(pods), args.run_timeout)
+        bind_measured(shared, args, result, Measured(run, scheduler, watcher, activity, pods, before_start))
         activity.stop()
         record_binds(result, sorted(watcher.bound_at.values()), started, scheduler)
         scheduler.stop()
         check(shared, run, result)
         result.error = "; ".join(activity.errors)
-        print(
-            f"{result.pods_per_s:.1f} pods/s, {result.bound}/{result.measured} bound, "
-            f"{len(result.broken)} constraints broken ({result.ran}); binds from "
-            f"{result.first_bind_s:.1f} to {result.last_bind_s:.1f} s after its start, "
-            + (
-                f"measured pods made from {result.ready_s:.1f} s (/readyz) in {result.created_s:.1f} s, "
-                if not math.isnan(result.ready_s)
-                else ""
-            )
-            + f"attempts {attempts_text(result.attempts)}",
-            flush=True,
-        )
+        print(round_line(result), flush=True)
     except (SchedulerExitedError, RunTimeoutError, ApiException, RuntimeError, OSError, ValueError) as error:
         result.error = str(error)
         print(f"FAILED: {error}", flush=True)
@@ -313,6 +332,19 @@ def measure(shared: CaseCluster, args: argparse.Namespace, result: RunResult) ->
         watcher.stop()
         activity.cleanup()
         delete_run_pods(core, shared.namespaces, f"{PERF_LABEL}={run}")
+
+
+def round_line(result: RunResult) -> str:
+    made = ""
+    if not math.isnan(result.ready_s):
+        made = f"measured pods made from {result.ready_s:.1f} s (/readyz)"
+        made += ", " if math.isnan(result.created_s) else f" in {result.created_s:.1f} s, "
+    return (
+        f"{result.pods_per_s:.1f} pods/s, {result.bound}/{result.measured} bound, "
+        f"{len(result.broken)} constraints broken ({result.ran}); binds from "
+        f"{result.first_bind_s:.1f} to {result.last_bind_s:.1f} s after its start, "
+        f"{made}attempts {attempts_text(result.attempts)}"
+    )
 
 
 def record_binds(

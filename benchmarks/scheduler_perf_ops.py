@@ -52,6 +52,9 @@ class PodsOp:
     # they are scheduled): made in each run, for the scheduler under test, before its
     # measured pods; they are neither placed beforehand nor measured.
     background: bool = False
+    # ``steadyState``: for this many seconds, the batch of ``count`` pods deleted once
+    # bound and made anew (``scheduler_perf_steady``); 0: made once
+    steady_s: float = 0.0
     # kube's text/template of the pod when its actions are not only inside strings
     # (``memory: {{DivideInt 30000 .Count}}Mi``): rendered per pod, then read as YAML
     text: str = ""
@@ -169,6 +172,14 @@ class Plan:
         operations then run in order, each run from an empty cluster, with the scheduler
         under test running throughout (``scheduler_perf_sequence``)."""
         return any(isinstance(op, MetricsOp) for op in self.ops)
+
+    @property
+    def steady(self) -> tuple[int, PodsOp] | None:
+        """The measured ``createPods`` in steady state, with its place, or None."""
+        for index, op in enumerate(self.ops):
+            if isinstance(op, PodsOp) and op.measured and op.steady_s > 0:
+                return index, op
+        return None
 
     @property
     def priorities(self) -> set[int]:

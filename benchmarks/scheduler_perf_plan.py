@@ -61,6 +61,10 @@ FIELDS = {
             "persistentVolumeTemplatePath",
             "persistentVolumeClaimTemplatePath",
             "skipWaitToCompletion",
+            "steadyState",
+            "steadyStateParam",
+            "duration",
+            "durationParam",
         }
     ),
     "createNodes": frozenset(
@@ -324,6 +328,13 @@ def pods_op(op: dict[str, Any], source: Source) -> PodsOp | str:
     claim_path = op.get("persistentVolumeClaimTemplatePath")
     if bool(volume_path) != bool(claim_path):
         return "createPods with only one of a volume and a claim template"
+    steady = op.get("steadyState", False)
+    if "steadyStateParam" in op:
+        steady = source.params[op["steadyStateParam"].lstrip("$")]
+    duration = source.params[op["durationParam"].lstrip("$")] if "durationParam" in op else op.get("duration")
+    steady_s = go_duration(str(duration)) if steady and duration else 0.0
+    if steady and (steady_s <= 0 or not op.get("collectMetrics") or op.get("skipWaitToCompletion")):
+        return "createPods in steady state without a duration, unmeasured or not waited for (not implemented)"
     return PodsOp(
         _count(op, source.params),
         op.get("namespace", f"namespace-{source.index}"),
@@ -332,8 +343,21 @@ def pods_op(op: dict[str, Any], source: Source) -> PodsOp | str:
         load_yaml(source.folder / volume_path) if volume_path else None,
         load_yaml(source.folder / claim_path) if claim_path else None,
         background=bool(op.get("skipWaitToCompletion")),
+        steady_s=steady_s,
         text=text,
     )
+
+
+GO_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s)")
+GO_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def go_duration(text: str) -> float:
+    """Seconds in a Go duration (``10s``, ``1m30s``, ``500ms``); 0 for one not read."""
+    parts = GO_DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return 0.0
+    return sum(float(n) * GO_UNITS[u] for n, u in parts)
 
 
 def any_op(op: dict[str, Any], source: Source) -> AnyOp | str:

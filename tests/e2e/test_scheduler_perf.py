@@ -100,6 +100,9 @@ GATED = "Scheduling is blocked due to non-empty scheduling gates"
         # firstAvailable: a class no device has, else the driver's class
         # (allocResourceClaims: none at this size)
         pytest.param("FirstAvailable", 2, "", id="DRA firstAvailable"),
+        # steady state: 10 pods with a claim each from a template, deleted once bound and
+        # made anew, for 10 s (kube's empty_100nodes: 100 nodes of 10 devices)
+        pytest.param("SteadyStateClusterResourceClaimTemplate", 100, "", id="DRA steady state"),
         # kube's event-handling cases, in sequence from an empty cluster, measured over
         # their metric window: pods unschedulable until blockers are deleted (ports,
         # resources, spreading, affinity, a ReadWriteOncePod claim); until pods and

@@ -14,7 +14,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 from scheduler_perf_ops import BarrierOp, DeletePodsOp, MetricsOp, Plan, PodsOp, UpdateOp
-from scheduler_perf_plan import fill, instance, plan, template_file
+from scheduler_perf_plan import fill, go_duration, instance, plan, template_file
 from scheduler_perf_sequence import ROLE_LABEL, actuated, updated_pod
 
 POD = {
@@ -240,3 +240,46 @@ def test_actuated_reports_each_containers_resources_as_its_spec_asks() -> None:
         {"name": "c", "state": {"running": {}}, "resources": {"requests": {"memory": "30Mi"}}}
     ]
     assert actuated(pod)["status"]["phase"] == "Running"
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("10s", 10.0), ("1m30s", 90.0), ("500ms", 0.5), ("1h", 3600.0), ("1.5s", 1.5), ("10", 0.0), ("s", 0.0)],
+)
+def test_go_durations(text: str, seconds: float) -> None:
+    assert go_duration(text) == seconds
+
+
+@pytest.mark.parametrize(
+    ("op", "expected"),
+    [
+        pytest.param(
+            {"steadyState": True, "durationParam": "$duration", "collectMetrics": True},
+            10.0,
+            id="steady for the workload's duration",
+        ),
+        pytest.param({"collectMetrics": True}, 0.0, id="made once"),
+        pytest.param(
+            {"steadyState": True, "collectMetrics": True},
+            "createPods in steady state without a duration, unmeasured or not waited for (not implemented)",
+            id="steady without a duration",
+        ),
+    ],
+)
+def test_pods_in_steady_state(folder: Path, op: dict[str, Any], expected: float | str) -> None:
+    case = {
+        "name": "Steady",
+        "workloadTemplate": [
+            {"opcode": "createNodes", "countParam": "$nodes", "nodeTemplatePath": "node.yaml"},
+            {"opcode": "createPods", "count": 10, "podTemplatePath": "pod.yaml", "namespace": "test", **op},
+        ],
+        "workloads": [{"name": "empty_100nodes", "params": {"nodes": 100, "duration": "10s"}}],
+    }
+    planned = plan(folder / "performance-config.yaml", case, 100)
+    if isinstance(expected, str):
+        assert planned == expected
+        return
+    assert isinstance(planned, Plan)
+    pods = [op for op in planned.ops if isinstance(op, PodsOp)]
+    assert [(p.count, p.steady_s) for p in pods] == [(10, expected)]
+    assert (planned.steady is not None) is (expected > 0)
