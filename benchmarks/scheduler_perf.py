@@ -618,7 +618,10 @@ def plans(args: argparse.Namespace) -> tuple[list[Plan], list[str]]:
             planned = plan(path, case, nodes)
             if isinstance(planned, str):
                 skipped.append(f"{case['name']} at {nodes} nodes: {planned}")
-            elif not any((p.case, p.workload) == (planned.case, planned.workload) for p in runnable):
+            elif not any(
+                (p.case, p.workload, p.nodes) == (planned.case, planned.workload, planned.nodes)
+                for p in runnable
+            ):
                 runnable.append(planned)  # a case at kube's own size runs once for every --nodes
     return runnable, skipped
 

@@ -13,6 +13,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
+import scheduler_perf
 from scheduler_perf_ops import BarrierOp, DeletePodsOp, MetricsOp, Plan, PodsOp, UpdateOp
 from scheduler_perf_plan import fill, go_duration, instance, plan, template_file
 from scheduler_perf_sequence import ROLE_LABEL, actuated, updated_pod
@@ -283,3 +284,35 @@ def test_pods_in_steady_state(folder: Path, op: dict[str, Any], expected: float 
     pods = [op for op in planned.ops if isinstance(op, PodsOp)]
     assert [(p.count, p.steady_s) for p in pods] == [(10, expected)]
     assert (planned.steady is not None) is (expected > 0)
+
+
+def test_a_case_at_kubes_own_size_is_planned_once_for_every_node_count(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a case with a 500Nodes workload runs at each --nodes (scaled); one at kube's own
+    # size (its performance workload) once
+    scaled = {
+        "name": "Scaled",
+        "workloadTemplate": [
+            {"opcode": "createNodes", "countParam": "$nodes", "nodeTemplatePath": "node.yaml"},
+            {
+                "opcode": "createPods",
+                "countParam": "$pods",
+                "podTemplatePath": "pod.yaml",
+                "collectMetrics": True,
+            },
+        ],
+        "workloads": [{"name": "500Nodes", "params": {"nodes": 500, "pods": 1000}}],
+    }
+    cases = [
+        (folder / "performance-config.yaml", scaled),
+        (folder / "performance-config.yaml", window_case([PERFORMANCE])),
+    ]
+    monkeypatch.setattr(scheduler_perf, "test_cases", lambda: cases)
+    runnable, skipped = scheduler_perf.plans(scheduler_perf.parse_args(["--nodes", "500,1000"]))
+    assert [(p.case, p.workload, p.nodes) for p in runnable] == [
+        ("Scaled", "500Nodes", 500),
+        ("EventHandlingCase", "100Nodes_1000Pods", 100),
+        ("Scaled", "500Nodes", 1000),
+    ]
+    assert skipped == []
