@@ -39,7 +39,8 @@ def kube_plan(case: str, nodes: int) -> Plan | str:
         pytest.param("gpu-{{Mod .Index 25}}", 27, "gpu-2", id="Mod: 27 % 25 = 2"),
         pytest.param("pod-{{.Index}} of {{.Count}}", 3, "pod-3 of 9", id="Index and Count"),
         pytest.param("{{ .Index }}", 4, "4", id="spaces inside the braces"),
-        pytest.param("{{DivideInt 30000 .Count}}", 1, "{{DivideInt 30000 .Count}}", id="other actions kept"),
+        pytest.param("{{DivideInt 30000 .Count}}", 1, "3333", id="DivideInt of a number by .Count"),
+        pytest.param('{{printf "%d" .Index}}', 1, '{{printf "%d" .Index}}', id="other actions kept"),
     ],
 )
 def test_template_functions(text: str, index: int, expected: str) -> None:
@@ -63,7 +64,7 @@ def test_shared_claims_are_named_per_five_pods() -> None:
     assert isinstance(planned, Plan)
     measured = next(op for op in planned.ops if isinstance(op, PodsOp) and op.measured)
     names = [
-        instance(measured.template, i, 10)["spec"]["resourceClaims"][0]["resourceClaimName"]
+        instance(measured.template, i, 10, measured.text)["spec"]["resourceClaims"][0]["resourceClaimName"]
         for i in range(10)
     ]
     assert names == ["test-claim-0"] * 5 + ["test-claim-1"] * 5
@@ -93,8 +94,7 @@ def test_first_available_allocates_init_claims() -> None:
         ("ExtendedResource", "extended resources backed by DRA"),
         ("ImplicitExtendedResource_25Classes", "extended resources backed by DRA"),
         ("ExtendedResourceScoring", "extended resources backed by DRA"),
-        ("SteadyStateClusterResourceClaimTemplate", "steadyState"),
-        ("PublishResourceSlices", "startCollectingMetrics"),
+        ("PublishResourceSlices", "no measured pods"),
     ],
 )
 def test_dra_cases_skipped_with_their_reason(case: str, reason: str) -> None:
@@ -214,3 +214,11 @@ SLICES = [resource_slice(DRIVER, n, 2, {}) for n in ("n0", "n1")]
 )
 def test_claim_checks(pods: list[dict[str, Any]], claims: list[dict[str, Any]], broken: list[str]) -> None:
     assert broken_claim_constraints(pods, NODES, claims, [CLASS], SLICES) == broken
+
+
+def test_the_steady_state_case_keeps_ten_pods_for_ten_seconds() -> None:
+    planned = kube_plan("SteadyStateClusterResourceClaimTemplate", 500)
+    assert isinstance(planned, Plan)
+    assert planned.steady is not None
+    _, op = planned.steady
+    assert (op.count, op.steady_s, op.namespace) == (10, 10.0, "test")
