@@ -103,16 +103,10 @@ GATED = "Scheduling is blocked due to non-empty scheduling gates"
         # steady state: 10 pods with a claim each from a template, deleted once bound and
         # made anew, for 10 s (kube's empty_100nodes: 100 nodes of 10 devices)
         pytest.param("SteadyStateClusterResourceClaimTemplate", 100, "", id="DRA steady state"),
-        # kube's event-handling cases, in sequence from an empty cluster, measured over
-        # their metric window: pods unschedulable until blockers are deleted (ports,
-        # resources, spreading, affinity, a ReadWriteOncePod claim); until pods and
-        # nodes are updated (tolerations, gates removed, labels, a resize, a node made
-        # schedulable, given room, labels or taints); until pods or nodes are added
-        pytest.param("EventHandlingPodDelete", 2, "", id="event handling: pods deleted"),
-        pytest.param("EventHandlingPodUpdate", 1, "", id="event handling: pods updated and resized"),
-        pytest.param("EventHandlingPodAdd", 2, "", id="event handling: pods added"),
-        pytest.param("EventHandlingNodeAdd", 2, "", id="event handling: nodes added"),
-        pytest.param("EventHandlingNodeUpdate", 2, "", id="event handling: nodes updated"),
+        # kube's event-handling cases are not here: they assume a cluster of their own
+        # nodes only (as kube's harness has), and the suite's shared control plane keeps
+        # other tests' nodes (pods landed on one, so an update naming their node failed).
+        # They run on the benchmark's own cluster (docs/throughput.md).
     ],
 )
 def test_scheduler_perf_smallest_workloads(
