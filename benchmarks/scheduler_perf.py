@@ -293,10 +293,21 @@ def bind_measured(shared: CaseCluster, args: argparse.Namespace, result: RunResu
     wait_bound(the.scheduler, the.watcher, len(the.pods), args.run_timeout)
 
 
+def start_under_test(
+    shared: CaseCluster, args: argparse.Namespace, scheduler: SchedulerUnderTest, round_: int
+) -> float:
+    """The scheduler under test started, its files in the case's folder; when (wall clock)."""
+    qps, burst = args.qps_burst
+    run_dir = shared.workdir / f"{scheduler.scheduler_name}-{round_}"
+    run_dir.mkdir(exist_ok=True)
+    started = time.time()
+    scheduler.start(RunContext(shared.kubeconfig, qps, burst, run_dir, free_port()))
+    return started
+
+
 def measure(shared: CaseCluster, args: argparse.Namespace, result: RunResult) -> None:
     """One scheduler on the case's measured pods; fills ``result``."""
     core, the_plan = shared.core, shared.plan
-    qps, burst = args.qps_burst
     run = new_run_id("perf")
     scheduler = make_scheduler(result.scheduler, args)
     pods, background = run_pods(the_plan, run, scheduler.scheduler_name)
@@ -312,10 +323,7 @@ def measure(shared: CaseCluster, args: argparse.Namespace, result: RunResult) ->
         if before_start:  # so that creation does not pace the scheduler
             create_all(core, pods)
         watcher.start()
-        run_dir = shared.workdir / f"{scheduler.scheduler_name}-{result.round}"
-        run_dir.mkdir(exist_ok=True)
-        started = time.time()
-        scheduler.start(RunContext(shared.kubeconfig, qps, burst, run_dir, free_port()))
+        started = start_under_test(shared, args, scheduler, result.round)
         bind_measured(shared, args, result, Measured(run, scheduler, watcher, activity, pods, before_start))
         activity.stop()
         record_binds(result, sorted(watcher.bound_at.values()), started, scheduler)
@@ -519,17 +527,13 @@ def measure_in_sequence(shared: CaseCluster, args: argparse.Namespace, result: R
     """One scheduler through the case's operations; fills ``result`` from the binds of the
     window's pods inside the window."""
     core = shared.core
-    qps, burst = args.qps_burst
     run = new_run_id("perf")
     scheduler = make_scheduler(result.scheduler, args)
     watcher = AnyNamespaceBindWatcher(core, f"{PERF_LABEL}={run}")
     print(f"  {result.scheduler} round {result.round}: ", end="", flush=True)
     try:
         watcher.start()
-        run_dir = shared.workdir / f"{scheduler.scheduler_name}-{result.round}"
-        run_dir.mkdir(exist_ok=True)
-        started = time.time()
-        scheduler.start(RunContext(shared.kubeconfig, qps, burst, run_dir, free_port()))
+        started = start_under_test(shared, args, scheduler, result.round)
         result.ready_s = scheduler.wait_ready(args.run_timeout)
         sequence = Sequence(core, shared.plan, run, scheduler.scheduler_name, args.run_timeout)
         window = sequence.execute()

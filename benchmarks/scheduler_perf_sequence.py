@@ -53,12 +53,15 @@ from scheduler_perf_objects import (
     create_all,
     node_manifest,
     node_objects,
+    perf_nodes,
     pod_manifest,
     pod_objects,
 )
 from scheduler_perf_ops import BarrierOp, DeletePodsOp, MetricsOp, NodesOp, Plan, PodsOp, UpdateOp
 from scheduler_perf_plan import fill, instance, matches
 from throughput_cluster import NOT_READY_TAINT, is_ready, lift_not_ready_taints
+
+from devcluster import kube  # on the path scheduler_perf_objects sets
 
 Json = dict[str, Any]
 POLL_S = 0.2
@@ -177,14 +180,14 @@ class Sequence:
         manifests, csi_nodes = node_objects([op], made_by=self.run, first=op_index)
         storage = client.StorageV1Api(self.core.api_client)
         for csi in csi_nodes:
-            storage.create_csi_node(_body(csi))
+            storage.create_csi_node(kube.body(csi))
         with ThreadPoolExecutor(16) as pool:
-            list(pool.map(lambda m: self.core.create_node(_body(m)), manifests))
+            list(pool.map(lambda m: self.core.create_node(kube.body(m)), manifests))
         wanted = {m["metadata"]["name"] for m in manifests}
         self._until(lambda: self._not_ready(wanted), f"{len(wanted)} nodes Ready")
 
     def _not_ready(self, wanted: set[str]) -> int:
-        nodes = raw_list_nodes(self.core, f"{PERF_LABEL}={self.run}")
+        nodes = perf_nodes(self.core, self.run)
         waiting = [
             n
             for n in nodes
@@ -266,8 +269,8 @@ class Sequence:
     def _update_node(self, desired: Json) -> None:
         name = desired["metadata"]["name"]
         node = node_manifest(desired, name, {PERF_LABEL: self.run})
-        self.core.replace_node(name, _body(node))
-        self.core.replace_node_status(name, _body(node))
+        self.core.replace_node(name, kube.body(node))
+        self.core.replace_node_status(name, kube.body(node))
 
     def _update_pod(self, op: UpdateOp, desired: Json) -> None:
         name = desired["metadata"]["name"]
@@ -292,7 +295,7 @@ class Sequence:
         for _ in range(CONFLICT_RETRIES):
             response: Any = self.core.read_namespaced_pod(name, namespace, _preload_content=False)
             try:
-                write(name, namespace, _body(change(json.loads(response.data))))
+                write(name, namespace, kube.body(change(json.loads(response.data))))
                 return
             except ApiException as error:
                 if error.status != 409:
@@ -368,16 +371,5 @@ class Sequence:
         return ""
 
 
-def _body(manifest: Json) -> Any:
-    """A manifest as a request body (the client sends plain dicts as they are)."""
-    return manifest
-
-
 def _bound(pod: Json) -> bool:
     return bool((pod.get("spec") or {}).get("nodeName"))
-
-
-def raw_list_nodes(core: client.CoreV1Api, selector: str) -> list[Json]:
-    response: Any = core.list_node(label_selector=selector, _preload_content=False)
-    items: list[Json] = json.loads(response.data)["items"]
-    return items
