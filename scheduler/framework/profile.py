@@ -47,6 +47,11 @@ class Profile:
     (preferred affinities, soft spread, PreferNoSchedule taints). When they tell the
     feasible nodes apart, only the nodes with the highest weighted sum go on to
     ``scores``: the user's preferences first, the policy among the nodes they prefer.
+
+    ``unrequested`` (policy profiles): the scores, ties random, for a pod that asks for
+    nothing (``Pod.asks_for_nothing``). A packing policy has nothing of such a pod to
+    pack, and its ties (``first``) would stack every such pod on one node up to the
+    node's pod limit; kube's default resource score spreads them instead.
     """
 
     name: str
@@ -60,6 +65,7 @@ class Profile:
     preemption: PreemptionArgs | None = None
     # Coscheduling: a PodGroup's pods are decided together (live only).
     gangs: bool = True
+    unrequested: Sequence[WeightedScore] = ()
 
 
 @dataclass
@@ -222,11 +228,14 @@ def schedule_pod(
     if narrow is not None and nodes.size > 1:
         nodes = narrow(nodes)
     decision.scored = nodes
-    if nodes.size == 1 or not profile.scores:
+    scores, tie_break = profile.scores, profile.tie_break
+    if profile.unrequested and pod.asks_for_nothing:
+        scores, tie_break = profile.unrequested, "random"
+    if nodes.size == 1 or not scores:
         choice = 0
     else:
-        totals = total_scores(ctx, profile.scores, nodes)
-        choice = select_node(totals, profile.tie_break, rng)
+        totals = total_scores(ctx, scores, nodes)
+        choice = select_node(totals, tie_break, rng)
         decision.scores = totals
     scored = time.perf_counter()
     decision.timings["Score"] = scored - filtered

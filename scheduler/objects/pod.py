@@ -116,6 +116,12 @@ class Pod:
         return self.requests.get(MEMORY, 0)
 
     @property
+    def asks_for_nothing(self) -> bool:
+        """Whether the pod requests no resource, no GPU and no device claim (a
+        BestEffort pod without claims): nothing a packing policy could pack."""
+        return not any(self.requests.values()) and self.gpu == NO_GPU and not self.resource_claims
+
+    @property
     def has_pod_affinity_terms(self) -> bool:
         """Whether the pod has any pod affinity or anti-affinity term, required or preferred."""
         affinity, anti = self.pod_affinity, self.pod_anti_affinity

@@ -6,7 +6,11 @@ claims, ...), then its filters. Without a policy plugin the profile scores as
 kube-scheduler does (weighted sum, random among the best). With one, the other score
 plugins are the pod's *preferences*: they keep the nodes with the highest weighted
 sum, the policy decides among those, ties to the first node, and the policy picks the
-GPUs when it can (best fit otherwise).
+GPUs when it can (best fit otherwise). A pod that asks for nothing (no request, GPU or
+claim) has nothing for the policy to pack: kube's default resource score
+(LeastAllocated over kube's scoring requests, 100m and 200Mi per container; ties
+random) places it among the nodes it prefers, as kube-scheduler's default profile would
+(its BalancedAllocation skips such a pod).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from scheduler.plugins.profile_config import (
 )
 from scheduler.plugins.registry import PLUGINS, ProfileContext, resolve_factory
 from scheduler.plugins.scores.gpu_choice import BestFitGpus
+from scheduler.plugins.scores.resource_allocation import LeastAllocated
 
 
 class UnknownProfileError(ValueError):
@@ -42,6 +47,8 @@ class UnknownProfileError(ValueError):
 
 
 ProfileFactory = Callable[[ProfileContext], Profile]
+# How a policy profile places a pod that asks for nothing: kube's default resource score.
+UNREQUESTED_SCORES = (WeightedScore(LeastAllocated(), 1),)
 # Profiles a training process adds for itself (by a call, never at import).
 _EXTRA: dict[str, ProfileFactory] = {}
 
@@ -119,7 +126,9 @@ def build(resolved: ResolvedProfile, ctx: ProfileContext) -> Profile:
         )
     spec = PLUGINS[resolved.policy or ""]
     gpus = cast(GpuSelector, policy.plugin) if spec.selects_gpus else BestFitGpus()
-    return Profile(resolved.name, filters, [policy], gpus, "first", scores, preemption, gangs)
+    return Profile(
+        resolved.name, filters, [policy], gpus, "first", scores, preemption, gangs, UNREQUESTED_SCORES
+    )
 
 
 def register_profile(name: str, factory: ProfileFactory) -> None:

@@ -29,7 +29,7 @@ from scheduler.framework.plugin import CycleContext, GpuSelector, ScorePlugin
 from scheduler.framework.profile import Profile, WeightedScore
 from scheduler.objects.pod import Pod
 from scheduler.plugins.args import PluginArgs
-from scheduler.plugins.profiles import build, default_filters, preset
+from scheduler.plugins.profiles import UNREQUESTED_SCORES, build, default_filters, preset
 from scheduler.plugins.registry import ProfileContext
 from scheduler.policy.gpu_choice import fgd_gpus
 from scheduler.policy.graph import GraphBuilder
@@ -87,5 +87,14 @@ class LearnedScore(ScorePlugin, GpuSelector, Protocol):
 
 def model_profile(plugin: LearnedScore, preferences: Sequence[WeightedScore] = ()) -> Profile:
     """A learned scorer as a profile; training leaves out ``preferences`` (trace pods ask
-    for none), the live profile has the user's."""
-    return Profile("gnn", default_filters(), [WeightedScore(plugin, 1)], plugin, "first", preferences)
+    for none), the live profile has the user's. A pod that asks for nothing is placed as
+    every policy profile places it (``UNREQUESTED_SCORES``; no trace pod does)."""
+    return Profile(
+        "gnn",
+        default_filters(),
+        [WeightedScore(plugin, 1)],
+        plugin,
+        "first",
+        preferences,
+        unrequested=UNREQUESTED_SCORES,
+    )

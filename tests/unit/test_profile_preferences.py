@@ -4,6 +4,7 @@ weights. Each row: a profile, the pod, the pods already placed, the node chosen.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,7 @@ from scheduler.objects.pod import Pod
 from scheduler.plugins.profiles import build_profile
 from scheduler.plugins.registry import ProfileContext
 from scheduler.state.fragmentation import PodShape, TypicalPods
-from tests.builders import make_node, make_state
+from tests.builders import make_node, make_pod, make_state
 from tests.unit.test_filters_pods import HOST, ZONE, spread, term, web
 from tests.unit.test_scores_pods import preferred
 
@@ -138,3 +139,29 @@ def test_the_learned_policy_chooses_among_the_preferred_nodes() -> None:
         decision = schedule_pod(state, pod, built, np.random.default_rng(0))
         assert decision.node in allowed
         assert {state.nodes[int(i)].name for i in decision.scored} == allowed
+
+
+@pytest.mark.parametrize(
+    ("profile", "cpu", "per_node"),
+    [
+        pytest.param("fgd-reserve", None, [2, 2], id="fgd-reserve, asks for nothing: spread"),
+        pytest.param("fgd", None, [2, 2], id="fgd, asks for nothing: spread"),
+        pytest.param("best-fit", None, [2, 2], id="best-fit, asks for nothing: spread"),
+        pytest.param("gnn", None, [2, 2], id="gnn, asks for nothing: spread"),
+        pytest.param("default", None, [2, 2], id="default, asks for nothing: spread (kube's own)"),
+        pytest.param("best-fit", "100m", [4, 0], id="best-fit, asks for CPU: packed"),
+        pytest.param("fgd-reserve", "100m", [4, 0], id="fgd-reserve, asks for CPU: packed"),
+    ],
+)
+def test_pods_that_ask_for_nothing_are_spread(profile: str, cpu: str | None, per_node: list[int]) -> None:
+    """A policy packs what pods ask for. A pod that asks for nothing gives it nothing to
+    pack, and its tie (the first node) would stack every such pod on one node up to the
+    node's pod limit; it goes where kube's LeastAllocated puts it instead."""
+    state = make_state([make_node(name) for name in ("n1", "n2")])
+    built = build_profile(profile, ProfileContext(typical_pods=TYPICAL))
+    rng = np.random.default_rng(0)
+    for index in range(4):
+        decision = schedule_pod(state, make_pod(f"p{index}", cpu=cpu), built, rng)
+        state.place(decision.pod, decision.node, decision.gpu_indices)
+    on = Counter(placement.node for placement in state.pods())
+    assert [on[name] for name in ("n1", "n2")] == per_node
