@@ -71,6 +71,7 @@ from scheduler_perf_objects import (
     PERF_LABEL,
     ROLE_LABEL,
     PodObjects,
+    all_nodes,
     create_all,
     create_any,
     delete_run_pods,
@@ -402,8 +403,9 @@ def check(shared: CaseCluster, run: str, result: RunResult) -> None:
     of_run = [p for p in mine if p["metadata"]["labels"][PERF_LABEL] == run]
     result.pending = pending_reasons([p for p in of_run if ROLE_LABEL not in p["metadata"]["labels"]])
     result.others_pending = pending_reasons([p for p in of_run if ROLE_LABEL in p["metadata"]["labels"]])
-    nodes = shared.nodes + perf_nodes(core, run)  # and the churned ones
-    result.broken = broken_constraints(mine, nodes, shared.namespace_labels)
+    # every node: the benchmark's, those its churn made, and any other of the cluster
+    nodes = all_nodes(core)
+    result.broken = broken_constraints(mine, nodes, shared.namespace_labels, shared.plan.counts_only_grow)
     result.broken += broken_fit(mine, nodes)
     claims, volumes, csi_nodes = storage_objects(core, PERF_LABEL)
     result.broken += broken_volume_constraints(mine, nodes, claims, volumes, csi_nodes)

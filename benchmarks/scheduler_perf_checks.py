@@ -7,9 +7,15 @@ the objects the API server returns (plain JSON), independently of both scheduler
   pod's domain (a pod of the first of its group, matching its own terms, may be alone);
 - required pod anti-affinity: no other matching pod in the pod's domain, either way;
 - topology spread ``DoNotSchedule``: over the domains of the nodes the constraint counts
-  (``nodeAffinityPolicy``, ``nodeTaintsPolicy``), max - min of the matching pods is at
-  most ``maxSkew`` (with fewer domains than ``minDomains`` the minimum is 0, as kube
-  counts it).
+  (``nodeAffinityPolicy``, ``nodeTaintsPolicy``), the matching pods of a domain minus
+  the fewest of any domain is at most ``maxSkew`` (with fewer domains than
+  ``minDomains`` the fewest is 0, as kube counts it). kube checks the skew when it
+  places a pod, so the final state holds it only for the domains whose matching pods
+  all carry the constraint, and only while counts have only grown: the last pod placed
+  there saw that domain one short and a minimum no higher than the final one. A domain
+  holding matching pods without the constraint (EventHandlingPodAdd's unblockers) may
+  exceed it, and a run that deleted or relabelled pods or added nodes after placing
+  them is not checked for skew (``counts_only_grew``).
 
 Node-level constraints (resources, taints) are ``scheduler_perf_fit``'s. Each broken
 constraint is one line naming the pod and the rule.
@@ -92,9 +98,13 @@ def _node_affinity_holds(pod: Json, node: Json) -> bool:
 
 
 def broken_constraints(
-    pods: Iterable[Json], nodes: Iterable[Json], namespace_labels: Mapping[str, Mapping[str, str]]
+    pods: Iterable[Json],
+    nodes: Iterable[Json],
+    namespace_labels: Mapping[str, Mapping[str, str]],
+    counts_only_grew: bool = True,
 ) -> list[str]:
-    """Every broken hard constraint among the bound ``pods`` (unbound pods are skipped)."""
+    """Every broken hard constraint among the bound ``pods`` (unbound pods are skipped);
+    ``nodes``: every node of the cluster (a domain's count includes pods on any)."""
     node_by_name = {n["metadata"]["name"]: n for n in nodes}
     bound = [p for p in pods if (p.get("spec") or {}).get("nodeName") in node_by_name]
     broken: list[str] = []
@@ -112,7 +122,7 @@ def broken_constraints(
             by_domain[key] = grouped
         return by_domain[key].get(value, []) if value is not None else []
 
-    spread_cache: dict[str, list[int]] = {}
+    spread_cache: dict[str, list[tuple[int, bool]]] = {}
 
     for pod in bound:
         name = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
@@ -145,12 +155,17 @@ def broken_constraints(
                     broken.append(
                         f"{name}: anti-affinity broken by {other['metadata']['name']} in {key}={here}"
                     )
-        broken += _spread_broken(pod, name, bound, node_by_name, spread_cache)
+        if counts_only_grew:
+            broken += _spread_broken(pod, name, bound, node_by_name, spread_cache)
     return broken
 
 
 def _spread_broken(
-    pod: Json, name: str, bound: list[Json], node_by_name: Mapping[str, Json], cache: dict[str, list[int]]
+    pod: Json,
+    name: str,
+    bound: list[Json],
+    node_by_name: Mapping[str, Json],
+    cache: dict[str, list[tuple[int, bool]]],
 ) -> list[str]:
     broken = []
     for constraint in pod["spec"].get("topologySpreadConstraints") or []:
@@ -165,17 +180,20 @@ def _spread_broken(
             per_domain = cache[cache_key]
         else:
             per_domain = cache[cache_key] = _per_domain(pod, constraint, bound, node_by_name)
+        counts = [count for count, _ in per_domain]
         # fewer domains than minDomains: the global minimum is 0 (kube's PodTopologySpread)
-        low = min(per_domain, default=0) if len(per_domain) >= int(constraint.get("minDomains") or 1) else 0
-        if per_domain and max(per_domain) - low > int(constraint["maxSkew"]):
-            broken.append(f"{name}: skew {max(per_domain) - low} over {key} > {constraint['maxSkew']}")
+        low = min(counts, default=0) if len(counts) >= int(constraint.get("minDomains") or 1) else 0
+        high = max((count for count, constrained in per_domain if constrained), default=0)
+        if high - low > int(constraint["maxSkew"]):
+            broken.append(f"{name}: skew {high - low} over {key} > {constraint['maxSkew']}")
     return broken
 
 
 def _per_domain(
     pod: Json, constraint: Json, bound: list[Json], node_by_name: Mapping[str, Json]
-) -> list[int]:
-    """Matching pods per domain of the nodes the constraint counts: those with the key,
+) -> list[tuple[int, bool]]:
+    """Per domain of the nodes the constraint counts, its matching pods and whether they
+    all carry the constraint themselves. The nodes counted are those with the key,
     where the pod's node affinity holds (``nodeAffinityPolicy`` Honor, kube's default) and
     whose ``NoSchedule``/``NoExecute`` taints it tolerates (``nodeTaintsPolicy`` Honor;
     kube's default Ignore counts tainted nodes)."""
@@ -198,11 +216,15 @@ def _per_domain(
     domains = {_labels(node_by_name[name])[key] for name in eligible}
     counts: Counter[str] = Counter()
     namespace = pod["metadata"]["namespace"]
+    unconstrained: set[str] = set()
     for other in bound:
         if (
             other["spec"]["nodeName"] in eligible
             and other["metadata"]["namespace"] == namespace
             and selector_matches(constraint.get("labelSelector"), _labels(other))
         ):
-            counts[_labels(node_by_name[other["spec"]["nodeName"]])[key]] += 1
-    return [counts.get(d, 0) for d in domains]
+            here = _labels(node_by_name[other["spec"]["nodeName"]])[key]
+            counts[here] += 1
+            if constraint not in (other["spec"].get("topologySpreadConstraints") or []):
+                unconstrained.add(here)
+    return [(counts.get(d, 0), d not in unconstrained) for d in domains]

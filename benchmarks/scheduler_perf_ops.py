@@ -194,6 +194,23 @@ class Plan:
         }
 
     @property
+    def counts_only_grow(self) -> bool:
+        """Whether the case only adds pods, and nodes before its first pods: nothing
+        deleted (``deletePods``, churn, steady state), updated or added later, so the
+        final placement still shows the skew each pod was placed under
+        (``scheduler_perf_checks``)."""
+        pods_made = False
+        for op in self.ops:
+            if isinstance(op, DeletePodsOp | ChurnOp | UpdateOp):
+                return False
+            if isinstance(op, PodsOp) and op.steady_s > 0:
+                return False
+            if isinstance(op, NodesOp) and pods_made:
+                return False
+            pods_made = pods_made or isinstance(op, PodsOp)
+        return True
+
+    @property
     def replaces_init(self) -> bool:
         """Whether a run may remove init pods (preemption, ``deletePods``, churned pods):
         each run then gets its own, placed anew."""

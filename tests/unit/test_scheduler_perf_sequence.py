@@ -14,6 +14,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import scheduler_perf
+import scheduler_perf_plan
 from scheduler_perf_ops import BarrierOp, DeletePodsOp, MetricsOp, Plan, PodsOp, UpdateOp
 from scheduler_perf_plan import fill, go_duration, instance, plan, template_file
 from scheduler_perf_sequence import ROLE_LABEL, actuated, updated_pod
@@ -316,3 +317,23 @@ def test_a_case_at_kubes_own_size_is_planned_once_for_every_node_count(
         ("Scaled", "500Nodes", 1000),
     ]
     assert skipped == []
+
+
+@pytest.mark.parametrize(
+    ("case", "nodes", "grow"),
+    [
+        pytest.param("SchedulingBasic", 500, True, id="pods made, nothing removed"),
+        pytest.param("TopologySpreading", 500, True, id="spreading, pods made only"),
+        pytest.param("EventHandlingPodAdd", 500, True, id="pods added in stages"),
+        pytest.param("EventHandlingPodDelete", 500, False, id="pods deleted"),
+        pytest.param("EventHandlingPodUpdate", 500, False, id="pods updated"),
+        pytest.param("EventHandlingNodeAdd", 500, False, id="nodes added after pods"),
+        pytest.param("SteadyStateClusterResourceClaimTemplate", 500, False, id="steady state"),
+    ],
+)
+def test_whether_a_case_only_adds_pods(case: str, nodes: int, grow: bool) -> None:
+    """The spread check's condition (``scheduler_perf_checks``), on kube's own cases."""
+    [(path, spec)] = [(p, c) for p, c in scheduler_perf_plan.test_cases() if c["name"] == case]
+    planned = plan(path, spec, nodes)
+    assert isinstance(planned, Plan)
+    assert planned.counts_only_grow is grow
