@@ -110,6 +110,18 @@ class NodeStatuses:
     _rejections: tuple[tuple[str, IntArray], ...] = ()
     _pre_filter_reasons: tuple[str, ...] = ()
     _overrides: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    # the plugin behind each reason, and the one whose PreFilter rejected every node
+    _origins: dict[str, str] = field(default_factory=dict)
+    _pre_filter_plugin: str = ""
+
+    @property
+    def plugins(self) -> frozenset[str]:
+        """The plugins that rejected the pod somewhere (kube's ``UnschedulablePlugins``)."""
+        if self._pre_filter_plugin:
+            return frozenset({self._pre_filter_plugin})
+        return frozenset(
+            self._origins[r] for r, n in self.reason_counts.items() if n > 0 and r in self._origins
+        )
 
     @property
     def total_nodes(self) -> int:
@@ -152,6 +164,8 @@ class NodeStatuses:
         for row, status in failed.items():
             by_status.setdefault(status, []).append(row)
             self._overrides[row] = status.reasons
+            if status.plugin:
+                self._origins.update(dict.fromkeys(status.reasons, status.plugin))
         for status, same in by_status.items():
             for reason in status.reasons:
                 self.reason_counts[reason] += len(same)
@@ -187,6 +201,8 @@ def filter_without_nominated_pods(
         pre_filter_message=base.pre_filter.message if not base.pre_filter.ok else "",
         _rejections=base.rejections,
         _pre_filter_reasons=base.pre_filter.reasons if not base.pre_filter.ok else (),
+        _origins=dict(base.origins),
+        _pre_filter_plugin=base.pre_filter.plugin if not base.pre_filter.ok else "",
     )
     return statuses, base
 

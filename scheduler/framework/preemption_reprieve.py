@@ -205,7 +205,8 @@ class FitChecks:
                     code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if too_small else Code.UNSCHEDULABLE
                     rejections.append((insufficient(name), code))
             if rejections:
-                return Status(max(code for _, code in rejections), tuple(reason for reason, _ in rejections))
+                reasons = tuple(reason for reason, _ in rejections)
+                return Status(max(code for _, code in rejections), reasons, NodeResourcesFit.name)
         return SUCCESS
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 
 import numpy as np
@@ -111,6 +111,8 @@ class FilterPass:
     # aligned with nodes: the position in the filters of the plugin that rejected the
     # node, -1 where none did (passed, or a PreFilter rejection)
     rejected_by: npt.NDArray[np.int16] | None = None
+    # the plugin behind each reason (a reason is one plugin's wording)
+    origins: Mapping[str, str] = field(default_factory=dict)
 
     def reasons(self, row: int) -> tuple[str, ...]:
         if not self.pre_filter.ok:
@@ -123,7 +125,10 @@ class FilterPass:
             return self.pre_filter
         if self.passed[position]:
             return SUCCESS
-        return Status(Code(int(self.codes[position])), self.reasons(int(self.nodes[position])))
+        reasons = self.reasons(int(self.nodes[position]))
+        return Status(
+            Code(int(self.codes[position])), reasons, self.origins.get(reasons[0], "") if reasons else ""
+        )
 
 
 def run_filter_pass(ctx: CycleContext, filters: Sequence[FilterPlugin], nodes: IntArray) -> FilterPass:
@@ -137,6 +142,7 @@ def run_filter_pass(ctx: CycleContext, filters: Sequence[FilterPlugin], nodes: I
     position = {id(plugin): k for k, plugin in enumerate(filters)}
     alive = np.arange(nodes.size, dtype=np.int64)  # positions in nodes still passing
     rejections: list[tuple[str, IntArray]] = []
+    origins: dict[str, str] = {}
     for plugin in active:
         if alive.size == 0:
             break
@@ -147,12 +153,13 @@ def run_filter_pass(ctx: CycleContext, filters: Sequence[FilterPlugin], nodes: I
             hit = alive[rejection.nodes]
             codes[hit] = np.maximum(codes[hit], int(rejection.code))
             rejections.append((rejection.reason, nodes[hit]))
+            origins[rejection.reason] = plugin.name
             rejected |= rejection.nodes
         rejected_by[alive[rejected]] = position[id(plugin)]
         alive = alive[~rejected]
     passed = np.zeros(nodes.size, np.bool_)
     passed[alive] = True
-    return FilterPass(nodes, passed, codes, tuple(rejections), rejected_by=rejected_by)
+    return FilterPass(nodes, passed, codes, tuple(rejections), rejected_by=rejected_by, origins=origins)
 
 
 def node_status(

@@ -91,6 +91,9 @@ class Decision:
     # Filter's verdict per node when the pass counted nominated pods and none passed:
     # PostFilter (preemption) starts from it in the same cycle instead of filtering again.
     node_statuses: NodeStatuses | None = None
+    # The plugins that rejected the pod on some node, or whose PreFilter rejected it
+    # (kube's ``UnschedulablePlugins``, the label of ``scheduler_unschedulable_pods``).
+    plugins: frozenset[str] = frozenset()
 
     def top_scores(self, state: ClusterState, count: int = 8) -> list[tuple[str, int]]:
         """The best ``count`` nodes by total score, for the experience log."""
@@ -125,9 +128,11 @@ def run_filters(
     if not status.ok:
         decision.status = status
         decision.pre_filter_message = status.message
+        decision.plugins = frozenset({status.plugin} if status.plugin else ())
         return decision
     candidates = np.arange(n, dtype=np.int64) if nodes is None else nodes
     counts: Counter[str] = Counter()
+    plugins: set[str] = set()
     for plugin in active:
         if candidates.size == 0:
             break
@@ -138,9 +143,11 @@ def run_filters(
                 counts[rejection.reason] += hits
                 rejected |= rejection.nodes
         if rejected.any():
+            plugins.add(plugin.name)
             candidates = candidates[~rejected]
     decision.feasible = candidates
     decision.reason_counts = counts
+    decision.plugins = frozenset(plugins)
     if candidates.size == 0:
         # kube-scheduler reports a FitError as Unschedulable whatever the plugins' codes.
         decision.status = Status(Code.UNSCHEDULABLE, tuple(sorted(counts)))
@@ -194,6 +201,7 @@ def filter_around_nominations(
     decision.feasible = statuses.feasible
     decision.reason_counts = statuses.reason_counts
     decision.pre_filter_message = statuses.pre_filter_message
+    decision.plugins = statuses.plugins
     if statuses.feasible.size == 0:
         decision.status = Status(Code.UNSCHEDULABLE, tuple(sorted(statuses.reason_counts)))
         decision.node_statuses = statuses

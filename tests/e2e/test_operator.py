@@ -217,7 +217,8 @@ def test_a_parked_pod_binds_when_a_node_gains_its_label(
     core: client.CoreV1Api, scheduler: SchedulerProcess, namespace: str
 ) -> None:
     """A node update reaches the cache through the node watch and sends the parked pod
-    back to the active queue (kube-scheduler's NodeUpdate event)."""
+    back to the active queue (kube-scheduler's NodeUpdate event). While it waits,
+    ``scheduler_unschedulable_pods`` names the plugin that rejected it, as kube's does."""
     label, node = "e2e.rl-scheduler.io/joined", "e2e-node-001"
     create_pods(core, [pod("waiting", namespace, SCHEDULER, extra={"nodeSelector": {label: "yes"}})])
     wait_for(
@@ -225,6 +226,13 @@ def test_a_parked_pod_binds_when_a_node_gains_its_label(
         60,
         "the pod to park",
     )
+    wait_for(
+        lambda: scheduler.metric("scheduler_unschedulable_pods", {"plugin": "NodeAffinity"}) >= 1,
+        30,
+        "the gauge to count it under NodeAffinity",
+    )
+    reason = "node(s) didn't match Pod's node affinity/selector"
+    assert scheduler.metric("scheduler_unschedulable_pods", {"plugin": reason}) == 0
     try:
         core.patch_node(node, {"metadata": {"labels": {label: "yes"}}})
         wait_for(

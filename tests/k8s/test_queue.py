@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from scheduler.k8s.scheduling.queue import QueueName, SchedulingQueue
+from scheduler.k8s.scheduling.queue import MAX_IN_FLIGHT_HINTS, QueueName, SchedulingQueue
 from scheduler.objects.pod import Pod
 from scheduler.objects.pod_manifest import pod_from_manifest
 from tests.builders import make_pod, pod_manifest
@@ -65,7 +65,12 @@ def test_unschedulable_pods_wait_for_a_cluster_change() -> None:
     entry = q.pop()
     assert entry is not None
     assert (
-        q.failed(entry.pod.key, frozenset({"NodeResourcesFit"}), unschedulable=True)
+        q.failed(
+            entry.pod.key,
+            frozenset({"Insufficient cpu"}),
+            unschedulable=True,
+            plugins=frozenset({"NodeResourcesFit"}),
+        )
         is QueueName.UNSCHEDULABLE
     )
     clock.now += 60
@@ -463,8 +468,8 @@ def test_pods_resumed_together_are_tried_in_the_order_they_began_to_wait() -> No
 
 def test_move_helped_moves_only_the_pods_a_hint_names() -> None:
     # kube's queueing hints: an unschedulable pod moves when the hint says the change
-    # may help it, given why it was rejected; a pod being tried is asked with None (why
-    # it may fail is not known yet) and, if helped, backs off instead of waiting
+    # may help it, given why it was rejected; a pod being tried is asked once it fails,
+    # with why it failed, and, if helped, backs off instead of waiting
     clock = Clock()
     q = SchedulingQueue(
         clock=clock, hinted=frozenset({"reason-helped", "reason-not-helped", "reason-moved-before"})
@@ -493,9 +498,37 @@ def test_move_helped_moves_only_the_pods_a_hint_names() -> None:
     assert sorted(asked, key=lambda a: a[0]) == [
         ("helped", frozenset({"reason-helped"})),
         ("not-helped", frozenset({"reason-not-helped"})),
-        ("tried", None),
     ]
     assert q.failed(tried.pod.key, frozenset({"X"}), unschedulable=True) is QueueName.BACKOFF
+    assert asked[-1] == ("tried", frozenset({"X"}))
     assert q.sizes()[QueueName.UNSCHEDULABLE] == 2
     clock.now += 10
     assert sorted(keys(q)) == ["helped", "moved-before", "tried"]
+
+
+@pytest.mark.parametrize(
+    ("lifts", "failed_for", "changes", "where"),
+    [
+        pytest.param(
+            {"Insufficient cpu"}, {"Insufficient cpu"}, 1, QueueName.BACKOFF, id="lifted: backs off"
+        ),
+        pytest.param(
+            {"Insufficient cpu"}, {"too many ports"}, 1, QueueName.UNSCHEDULABLE, id="not lifted: waits"
+        ),
+        pytest.param(set(), {"too many ports"}, 0, QueueName.UNSCHEDULABLE, id="no change: waits"),
+        # more changes during one attempt than are kept: backs off whatever they were
+        pytest.param(set(), {"too many ports"}, MAX_IN_FLIGHT_HINTS + 1, QueueName.BACKOFF, id="a flood"),
+    ],
+)
+def test_changes_while_a_pod_is_tried_are_judged_by_why_it_failed(
+    lifts: set[str], failed_for: set[str], changes: int, where: QueueName
+) -> None:
+    """kube's in-flight events: a change during the attempt sends the failed pod to
+    backoff only when its hint lifts one of the reasons the pod failed for."""
+    q = SchedulingQueue(clock=Clock())
+    q.add(make_pod("p"))
+    entry = q.pop()
+    assert entry is not None
+    for _ in range(changes):
+        q.move_helped(lambda _pod, reasons: reasons is None or not reasons.isdisjoint(lifts), every=True)
+    assert q.failed(entry.pod.key, frozenset(failed_for), unschedulable=True) is where

@@ -464,7 +464,7 @@ def test_select_victims_on_node_restores_the_gpu_state_exactly() -> None:
         ),
         pytest.param(
             [at(pod("high", 10, cpu="3"), "n1"), at(pod("low", 1, cpu="1"), "n1")],
-            Status(Code.UNSCHEDULABLE, ("Insufficient cpu",)),
+            Status(Code.UNSCHEDULABLE, ("Insufficient cpu",), "NodeResourcesFit"),
             # Without low: 3 + 2 > 4 still.
             id="does not fit with every victim gone",
         ),

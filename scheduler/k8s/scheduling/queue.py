@@ -46,6 +46,11 @@ MAX_UNSCHEDULABLE_S = 300.0
 # expired unschedulable ones each time made a burst of N pods cost O(N^2). Once a
 # second is plenty for a 5-minute limit (kube-scheduler looks every 30 s).
 UNSCHEDULABLE_SCAN_S = 1.0
+# Cluster changes kept per pod being tried, to be judged when it fails; past this many
+# (a flood of deletions during one long cycle) it backs off whatever they were.
+MAX_IN_FLIGHT_HINTS = 256
+# Whether a change may help a pod its nodes rejected for these reasons (None: any).
+Hint = Callable[[Pod, frozenset[str] | None], bool]
 
 
 class QueueName(StrEnum):
@@ -66,15 +71,20 @@ class QueuedPod:
     # When the pod first entered the queue (for the scheduling SLI).
     first_seen: float
     attempts: int = 0
-    # When it last failed, and why (the filters' reasons), for requeue decisions and metrics.
+    # When it last failed, and why: the filters' reasons (for requeue decisions) and the
+    # plugins that gave them (for ``scheduler_unschedulable_pods``).
     failed_at: float = 0.0
     rejected_by: frozenset[str] = frozenset()
+    plugins: frozenset[str] = frozenset()
     where: QueueName = QueueName.ACTIVE
     sequence: int = 0
     # The queue's move cycle when the pod was handed out (see SchedulingQueue).
     move_cycle: int = 0
     # The pod changed while it was being tried: a failure backs off, not parks.
     changed_in_flight: bool = False
+    # The hints of the cluster changes while it was being tried (``move_helped``), read
+    # once its failure says what rejected it (kube's in-flight events).
+    in_flight_hints: list[Hint] = field(default_factory=list)
     # Its last attempt ended in an error (kube's podErrorBackoffQ): it waits out its
     # backoff even when nothing else is ready.
     errored: bool = False
@@ -201,7 +211,14 @@ class SchedulingQueue:
         """The pod was bound: it leaves the queue for good."""
         return self._in_flight.pop(key, None)
 
-    def failed(self, key: str, rejected_by: frozenset[str], *, unschedulable: bool) -> QueueName | None:
+    def failed(
+        self,
+        key: str,
+        rejected_by: frozenset[str],
+        *,
+        unschedulable: bool,
+        plugins: frozenset[str] = frozenset(),
+    ) -> QueueName | None:
         """A failed attempt: unschedulable pods wait for a cluster change (or, if the
         cluster changed while they were tried, back off); errors back off."""
         entry = self._in_flight.pop(key, None)
@@ -209,9 +226,15 @@ class SchedulingQueue:
             return None  # deleted meanwhile
         entry.failed_at = self.clock()
         entry.rejected_by = rejected_by
+        entry.plugins = plugins
         entry.errored = not unschedulable
-        changed_meanwhile = entry.move_cycle != self._move_cycle or entry.changed_in_flight
+        changed_meanwhile = (
+            entry.move_cycle != self._move_cycle
+            or entry.changed_in_flight
+            or any(hint(entry.pod, rejected_by) for hint in entry.in_flight_hints)
+        )
         entry.changed_in_flight = False
+        entry.in_flight_hints.clear()
         if unschedulable and not changed_meanwhile:
             self._park(entry)
         else:
@@ -260,6 +283,7 @@ class SchedulingQueue:
             return False
         entry.attempts -= 1
         entry.changed_in_flight = False
+        entry.in_flight_hints.clear()
         entry.where = QueueName.GATED
         entry.waiting_for = cause
         entry.waiting_since = self.clock()
@@ -307,13 +331,13 @@ class SchedulingQueue:
                 moved += 1
         return moved
 
-    def move_helped(self, helps: Callable[[Pod, frozenset[str] | None], bool], *, every: bool = False) -> int:
+    def move_helped(self, helps: Hint, *, every: bool = False) -> int:
         """A change that helps only some pods (kube's queueing hints, ``hints``):
         the unschedulable pods for which ``helps(pod, why its nodes rejected it)`` move to
         backoff or active, among those rejected for a reason in ``hinted`` (``every``:
-        among all); a pod being tried that it may help (``helps(pod, None)``: what may
-        reject it is not known yet) backs off instead of waiting, if it fails. How many
-        moved."""
+        among all). A pod being tried keeps the hint: if it fails for reasons the change
+        may lift, it backs off instead of waiting (past ``MAX_IN_FLIGHT_HINTS`` changes
+        during one attempt it backs off whatever they were). How many moved."""
         moved = 0
         keys = list(self._pods) if every else list(self._unschedulable)
         for key in keys:
@@ -325,8 +349,13 @@ class SchedulingQueue:
                 self._to_backoff(entry)
                 moved += 1
         for entry in self._in_flight.values():
-            if not entry.changed_in_flight and helps(entry.pod, None):
+            if entry.changed_in_flight:
+                continue
+            if len(entry.in_flight_hints) >= MAX_IN_FLIGHT_HINTS:
                 entry.changed_in_flight = True
+                entry.in_flight_hints.clear()
+            else:
+                entry.in_flight_hints.append(helps)
         return moved
 
     def move_to_active_or_backoff(self, keys: Iterable[str]) -> int:
@@ -408,7 +437,7 @@ class SchedulingQueue:
         counts: dict[tuple[str, str], int] = {}
         for entry in self._pods.values():
             if entry.where is QueueName.UNSCHEDULABLE:
-                for plugin in entry.rejected_by:
+                for plugin in entry.plugins:
                     key = (plugin, entry.pod.scheduler_name)
                     counts[key] = counts.get(key, 0) + 1
         return counts

@@ -518,12 +518,13 @@ class SchedulerRuntime:
         elapsed = time.perf_counter() - started
         self.metrics.attempt_duration.labels(result, pod.scheduler_name).observe(elapsed)
         if gang_message:
-            rejected_by = frozenset({GANG_PLUGIN})
+            rejected_by = plugins = frozenset({GANG_PLUGIN})
         elif decision.reason_counts:
-            rejected_by = frozenset(decision.reason_counts)
+            rejected_by, plugins = frozenset(decision.reason_counts), decision.plugins
         else:
             rejected_by = frozenset({"PreFilter"})
-        self.queue.failed(pod.key, rejected_by, unschedulable=unschedulable)
+            plugins = decision.plugins
+        self.queue.failed(pod.key, rejected_by, unschedulable=unschedulable, plugins=plugins)
         if unschedulable and not gang_message and active.profile.preemption is not None:
             # PostFilter reports the attempt; one at a time per pod (the one under way
             # reports this attempt too).
