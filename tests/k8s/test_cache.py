@@ -145,9 +145,13 @@ def test_heartbeats_do_not_count_as_cluster_changes() -> None:
     cache = cache_with_nodes("n1")
     heartbeat = node_manifest("n1")
     heartbeat["status"]["conditions"] = [{"type": "Ready", "status": "True", "lastHeartbeatTime": "now"}]
-    assert cache.on_node("MODIFIED", heartbeat) is False
-    assert cache.on_node("MODIFIED", node_manifest("n1", cpu="8")) is True
-    assert cache.on_node("DELETED", node_manifest("n1")) is False
+    before = cache.state.nodes[0]
+    assert cache.on_node("MODIFIED", heartbeat) is None
+    change = cache.on_node("MODIFIED", node_manifest("n1", cpu="8"))
+    assert change is not None
+    assert change.before is before
+    assert change.after.allocatable["cpu"] == 8000
+    assert cache.on_node("DELETED", node_manifest("n1")) is None
     assert len(cache.state) == 0
 
 

@@ -8,16 +8,28 @@ from typing import Any
 
 import pytest
 
-from scheduler.k8s.scheduling.hints import AFFINITY_REASONS, SPREAD_REASONS, deletion_helped, helped
+from scheduler.k8s.scheduling.hints import (
+    AFFINITY_REASONS,
+    SPREAD_REASONS,
+    deletion_helped,
+    helped,
+    node_change_helped,
+)
+from scheduler.objects.node import Node
+from scheduler.objects.pod import Pod
 from scheduler.plugins.filters.inter_pod_affinity import (
     REASON_AFFINITY,
     REASON_ANTI_AFFINITY,
     REASON_EXISTING_ANTI_AFFINITY,
 )
+from scheduler.plugins.filters.node_affinity import REASON as NODE_AFFINITY
+from scheduler.plugins.filters.node_name import REASON as NODE_NAME
 from scheduler.plugins.filters.node_ports import REASON as PORTS
+from scheduler.plugins.filters.node_resources_fit import TOO_MANY_PODS, insufficient
+from scheduler.plugins.filters.node_unschedulable import REASON as CORDON
 from scheduler.plugins.filters.pod_topology_spread import REASON_SKEW
 from scheduler.plugins.filters.taint_toleration import REASON as TAINT
-from tests.builders import make_pod
+from tests.builders import make_node, make_pod
 
 HOST = "kubernetes.io/hostname"
 
@@ -212,3 +224,52 @@ def test_which_pending_pods_a_deletion_may_help(
     pending: Any, reasons: frozenset[str] | None, deleted: Any, expected: bool
 ) -> None:
     assert deletion_helped(pending, reasons, deleted) is expected
+
+
+ZONE = "topology.kubernetes.io/zone"
+GPU_TAINT = {"key": "gpu", "value": "true", "effect": "NoSchedule"}
+PLAIN = make_node("n", cpu="4", pods=10, labels={ZONE: "a"})
+CORDONED = make_node("n", cpu="4", pods=10, labels={ZONE: "a"}, unschedulable=True)
+TAINTED = make_node("n", cpu="4", pods=10, labels={ZONE: "a"}, taints=[GPU_TAINT])
+BIGGER = make_node("n", cpu="8", pods=10, labels={ZONE: "a"})
+MORE_PODS = make_node("n", cpu="4", pods=20, labels={ZONE: "a"})
+ZONE_B = make_node("n", cpu="4", pods=10, labels={ZONE: "b"})
+IN_B = make_pod("in-b", node_selector={ZONE: "b"})
+TOLERANT = make_pod("tolerant", tolerations=[{**GPU_TAINT, "operator": "Equal"}])
+ON_N = make_pod("on-n", node_name="n")
+ON_M = make_pod("on-m", node_name="m")
+
+
+@pytest.mark.parametrize(
+    ("pending", "reasons", "before", "after", "helps"),
+    [
+        pytest.param(IN_B, {NODE_AFFINITY}, PLAIN, ZONE_B, True, id="node now in the pod's zone"),
+        pytest.param(IN_B, {NODE_AFFINITY}, None, PLAIN, False, id="new node not in the pod's zone"),
+        pytest.param(TOLERANT, {TAINT}, PLAIN, TAINTED, True, id="tainted with what the pod tolerates"),
+        pytest.param(IN_B, {TAINT}, PLAIN, TAINTED, False, id="tainted with what the pod does not tolerate"),
+        pytest.param(IN_B, {TAINT}, TAINTED, PLAIN, True, id="taint removed"),
+        pytest.param(IN_B, {CORDON}, CORDONED, PLAIN, True, id="uncordoned"),
+        pytest.param(IN_B, {CORDON}, PLAIN, CORDONED, False, id="cordoned"),
+        pytest.param(ON_N, {NODE_NAME}, None, PLAIN, True, id="the node the pod names, added"),
+        pytest.param(ON_M, {NODE_NAME}, None, PLAIN, False, id="another node added"),
+        pytest.param(IN_B, {insufficient("cpu")}, PLAIN, BIGGER, True, id="more cpu"),
+        pytest.param(IN_B, {insufficient("cpu")}, PLAIN, MORE_PODS, False, id="more pods, not more cpu"),
+        pytest.param(IN_B, {insufficient("cpu")}, None, PLAIN, True, id="a new node has room"),
+        pytest.param(IN_B, {TOO_MANY_PODS}, PLAIN, MORE_PODS, True, id="more pods allowed"),
+        pytest.param(IN_B, {TOO_MANY_PODS}, PLAIN, BIGGER, False, id="more cpu, not more pods"),
+        pytest.param(SPREAD, {REASON_SKEW}, PLAIN, ZONE_B, True, id="labels changed: spreading"),
+        pytest.param(SPREAD, {REASON_SKEW}, PLAIN, BIGGER, False, id="labels unchanged: spreading"),
+        pytest.param(
+            ANTI, {REASON_ANTI_AFFINITY}, PLAIN, BIGGER, False, id="labels unchanged: anti-affinity"
+        ),
+        pytest.param(IN_B, {NODE_AFFINITY, insufficient("cpu")}, PLAIN, BIGGER, True, id="any reason lifted"),
+        pytest.param(IN_B, {PORTS}, PLAIN, BIGGER, True, id="a reason without a node hint"),
+        pytest.param(IN_B, None, PLAIN, CORDONED, True, id="not known yet"),
+    ],
+)
+def test_node_change_helped(
+    pending: Pod, reasons: set[str] | None, before: Node | None, after: Node, helps: bool
+) -> None:
+    assert (
+        node_change_helped(pending, None if reasons is None else frozenset(reasons), before, after) is helps
+    )

@@ -429,3 +429,25 @@ def test_a_pod_deleted_retries_only_the_pods_its_leaving_may_help() -> None:
         assert misplaced in runtime.queue
 
     run(body)
+
+
+def test_a_node_change_retries_only_the_pods_it_may_help() -> None:
+    """kube's node hints: a node given more CPU retries the pod short of CPU; the pod no
+    node's labels select keeps waiting until a node gets its label."""
+
+    async def body() -> None:
+        api = RecordingApi()
+        runtime = runtime_with(api, node_manifest("n1", cpu="1"))
+        short = await one_cycle(runtime, pod_manifest("short", cpu="2"))
+        misplaced = await one_cycle(runtime, pod_manifest("misplaced", cpu="1", node_selector={"zone": "a"}))
+        assert runtime.queue.sizes()[QueueName.UNSCHEDULABLE] == 2
+        runtime.on_node_event("MODIFIED", node_manifest("n1", cpu="4"))
+        assert runtime.queue.sizes()[QueueName.UNSCHEDULABLE] == 1
+        assert misplaced in runtime.queue
+        runtime.on_node_event("MODIFIED", node_manifest("n1", cpu="4", labels={"zone": "a"}))
+        assert runtime.queue.sizes()[QueueName.UNSCHEDULABLE] == 0
+        runtime.queue.clock = lambda: time.monotonic() + 20  # backoffs over, not the 5-minute flush
+        tried = {entry.pod.key for entry in iter(runtime.queue.pop, None)}
+        assert tried == {short, misplaced}
+
+    run(body)

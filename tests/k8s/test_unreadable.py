@@ -107,8 +107,10 @@ def test_a_pod_group_listing_applies_every_group_but_the_one_that_fails(
 def test_the_cache_hands_nodes_and_bound_pods_it_cannot_account_for_to_its_handler() -> None:
     skips = Skips()
     cache = SchedulerCache("rl-scheduler", unreadable=skips)
-    assert cache.on_node("ADDED", node_manifest("good")) is True
-    assert cache.on_node("ADDED", node_manifest("bad", cpu=HUGE)) is False
+    added = cache.on_node("ADDED", node_manifest("good"))
+    assert added is not None
+    assert added.before is None
+    assert cache.on_node("ADDED", node_manifest("bad", cpu=HUGE)) is None
     assert list(cache.state.node_index) == ["good"]
     bound = pod_manifest("bound", cpu="1")
     bound["spec"].update(nodeName="good", schedulerName="default-scheduler")

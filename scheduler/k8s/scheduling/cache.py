@@ -24,6 +24,7 @@ import numpy as np
 from scheduler.dra.gpu_view import sync_dra_gpus
 from scheduler.errors import SchedulerInputError
 from scheduler.k8s.client.unreadable import Skipped, log_unreadable
+from scheduler.objects.node import Node
 from scheduler.objects.node_manifest import node_from_manifest
 from scheduler.objects.pod import Pod
 from scheduler.objects.pod_manifest import lifecycle, pod_from_manifest
@@ -52,6 +53,14 @@ class PodChange(Enum):
     BOUND = "bound"  # on a node now: leaves the queue
     GONE = "gone"  # deleted or finished: leaves the queue; its resources are free
     INVALID = "invalid"  # ours, but its spec cannot be scheduled as written
+
+
+@dataclass(frozen=True, slots=True)
+class NodeChange:
+    """A node added (``before`` None) or changed in what the scheduler reads."""
+
+    before: Node | None
+    after: Node
 
 
 @dataclass(frozen=True)
@@ -154,8 +163,9 @@ class SchedulerCache:
 
     # ---- nodes ----------------------------------------------------------------
 
-    def on_node(self, event_type: str, manifest: Mapping[str, Any]) -> bool:
-        """Apply a node event; True when the change may let pending pods fit."""
+    def on_node(self, event_type: str, manifest: Mapping[str, Any]) -> NodeChange | None:
+        """Apply a node event; the change when it may let pending pods fit (a node
+        added, or changed in what the scheduler reads), else None."""
         name = str((manifest.get("metadata") or {}).get("name"))
         if event_type == "DELETED":
             self.seen_nodes.pop(name, None)
@@ -166,7 +176,7 @@ class SchedulerCache:
                     self.assumed.discard(pod.key)
                 self._node_fingerprints.pop(name, None)
                 sync_dra_gpus(self.state, (name,))
-            return False
+            return None
         self.seen_nodes[name] = self.clock()
         spec, status = manifest.get("spec") or {}, manifest.get("status") or {}
         metadata = manifest.get("metadata") or {}
@@ -182,22 +192,24 @@ class SchedulerCache:
             annotations.get(DEVICE_CORDON_ANNOTATION),
         )
         if self._node_fingerprints.get(name) == fingerprint:
-            return False  # a heartbeat or status change the scheduler does not look at
+            return None  # a heartbeat or status change the scheduler does not look at
         try:
             node = node_from_manifest(manifest)
         except SchedulerInputError as error:
             self.unreadable("node", manifest, error)
-            return False
+            return None
         if node.gpu_problem and (
             name not in self.state.node_index or self._gpu_problem(name) != node.gpu_problem
         ):
             log.warning("node %s: GPUs not used: %s", name, node.gpu_problem)
         self._node_fingerprints[name] = fingerprint
+        row = self.state.node_index.get(name)
+        before = None if row is None else self.state.nodes[row]
         self.state.add_node(node)
         sync_dra_gpus(self.state, (name,))  # its GPUs from ResourceSlices, if it has no others
         for pod, bound in self._waiting_for_node.pop(name, {}).values():
             self._place(pod, name, bound)
-        return True
+        return NodeChange(before, node)
 
     # ---- DRA ------------------------------------------------------------------
 

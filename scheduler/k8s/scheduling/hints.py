@@ -19,6 +19,15 @@ unschedulable node, a missing topology label, required affinity and volume zones
 not lifted by a deletion (kube's plugins register no pod deletion for them, or their
 hint skips it).
 
+A node added or changed (``node_change_helped``, kube's plugins' node hints) helps a
+pod its nodes rejected: for node affinity or selector, when the node now matches them;
+for taints, when the pod tolerates the node's (``NoSchedule``, ``NoExecute``); for an
+unschedulable node, when the node is schedulable or the pod tolerates its taint; for a
+node name, when the node is that one; for room (``Insufficient <resource>``, ``Too many
+pods``), when the node is new or has more of it allocatable; for spreading, inter-pod
+affinity and volume zones, when the node is new or its labels changed; and for any
+reason no hint here knows.
+
 A term's namespaces are checked where they are named; a ``namespaceSelector`` is taken
 as matching (the namespaces' labels are the filters' business): a hint may let a pod be
 tried once too often, never keep one waiting that could go. Pure logic.
@@ -28,13 +37,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from scheduler.objects.node import Node
 from scheduler.objects.pod import Pod
 from scheduler.objects.selectors import PodAffinityTerm
+from scheduler.objects.taints import untolerated
 from scheduler.plugins.filters import (
     inter_pod_affinity,
     node_affinity,
     node_name,
     node_ports,
+    node_resources_fit,
     node_unschedulable,
     pod_topology_spread,
     taint_toleration,
@@ -148,3 +160,42 @@ def deletion_helped(pending: Pod, reasons: frozenset[str] | None, deleted: Pod) 
     if reasons is None:
         return True
     return any(_reason_lifted_by_deletion(reason, pending, deleted) for reason in reasons)
+
+
+# Rejections a node's labels decide, beyond node affinity: lifted by a new node or new labels.
+LABEL_REASONS = (
+    AFFINITY_REASONS | SPREAD_REASONS | {pod_topology_spread.REASON_MISSING_LABEL, volume_zone.REASON}
+)
+INSUFFICIENT = node_resources_fit.insufficient("")
+
+
+def _more_allocatable(resource: str, before: Node, after: Node) -> bool:
+    return after.allocatable.get(resource, 0) > before.allocatable.get(resource, 0)
+
+
+def _reason_lifted_by_node(reason: str, pending: Pod, before: Node | None, after: Node) -> bool:
+    if reason == node_affinity.REASON:
+        return node_affinity.required_affinity_matches(pending, after)
+    if reason == taint_toleration.REASON:
+        return untolerated(after.taints, pending.tolerations, taint_toleration.FILTER_EFFECTS) is None
+    if reason == node_unschedulable.REASON:
+        return not after.unschedulable or node_unschedulable.tolerates_cordon(pending)
+    if reason == node_name.REASON:
+        return after.name == pending.node_name
+    if reason == node_resources_fit.TOO_MANY_PODS:
+        return before is None or _more_allocatable("pods", before, after)
+    if reason.startswith(INSUFFICIENT):
+        return before is None or _more_allocatable(reason.removeprefix(INSUFFICIENT), before, after)
+    if reason in LABEL_REASONS:
+        return before is None or dict(before.labels) != dict(after.labels)
+    return True  # host ports, volumes, GPUs, devices, and reasons no hint here knows
+
+
+def node_change_helped(
+    pending: Pod, reasons: frozenset[str] | None, before: Node | None, after: Node
+) -> bool:
+    """Whether node ``after`` (``before`` it changed; None: just added) may help a pod
+    its nodes rejected for ``reasons`` (None: not known yet, any)."""
+    if reasons is None:
+        return True
+    return any(_reason_lifted_by_node(reason, pending, before, after) for reason in reasons)

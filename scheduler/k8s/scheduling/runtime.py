@@ -30,13 +30,13 @@ from scheduler.k8s.scheduling.binding_cycle import BindingCycle, BindingPlugins,
 from scheduler.k8s.scheduling.budgets import KIND as BUDGET
 from scheduler.k8s.scheduling.budgets import PLURAL as BUDGETS
 from scheduler.k8s.scheduling.budgets import DisruptionBudgets, list_budgets
-from scheduler.k8s.scheduling.cache import PodChange, SchedulerCache, pod_key
+from scheduler.k8s.scheduling.cache import NodeChange, PodChange, SchedulerCache, pod_key
 from scheduler.k8s.scheduling.dra_binder import DraBinder, api_patcher
 from scheduler.k8s.scheduling.dra_events import DraKind, list_dra
 from scheduler.k8s.scheduling.gang_cycle import GANG_PLUGIN, schedule_gang
 from scheduler.k8s.scheduling.gangs import GangIndex, list_pod_groups
 from scheduler.k8s.scheduling.hami import NodeLocker, NodeLocks
-from scheduler.k8s.scheduling.hints import HINTED_REASONS, deletion_helped, helped
+from scheduler.k8s.scheduling.hints import HINTED_REASONS, deletion_helped, helped, node_change_helped
 from scheduler.k8s.scheduling.lifetimes import LiveLifetimes
 from scheduler.k8s.scheduling.lifetimes_starts import StartPredictions, message_suffix, pods_ahead
 from scheduler.k8s.scheduling.policy import ActiveProfile, PolicyManager
@@ -182,8 +182,9 @@ class SchedulerRuntime:
                 metadata.get("annotations"),
                 str(metadata.get("resourceVersion") or ""),
             )
-        if self.cache.on_node(event_type, manifest):
-            self._cluster_changed("NodeAdd" if event_type == "ADDED" else "NodeUpdate")
+        change = self.cache.on_node(event_type, manifest)
+        if change is not None:
+            self._node_changed(change)
 
     def _on_pod_event(self, event_type: str, manifest: Mapping[str, Any]) -> None:
         event = self.cache.on_pod(event_type, manifest)
@@ -299,6 +300,18 @@ class SchedulerRuntime:
         )
         if moved:
             self.metrics.incoming_pods.labels(QueueName.BACKOFF.value, "AssignedPodDelete").inc(moved)
+            self._wake.set()
+
+    def _node_changed(self, change: NodeChange) -> None:
+        """A node was added or changed: the unschedulable pods it may help are tried
+        again (``hints.node_change_helped``)."""
+        before, after = change.before, change.after
+        moved = self.queue.move_helped(
+            lambda pending, reasons: node_change_helped(pending, reasons, before, after), every=True
+        )
+        if moved:
+            event = "NodeAdd" if before is None else "NodeUpdate"
+            self.metrics.incoming_pods.labels(QueueName.BACKOFF.value, event).inc(moved)
             self._wake.set()
 
     def _cluster_changed(self, event: str) -> None:
