@@ -8,14 +8,16 @@ the operations it exercises."""
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 
-from devcluster import kube
+from devcluster import cluster, kube
 from devcluster.testing import DevCluster
 from tests.e2e import dra_checker
 
@@ -103,10 +105,7 @@ GATED = "Scheduling is blocked due to non-empty scheduling gates"
         # steady state: 10 pods with a claim each from a template, deleted once bound and
         # made anew, for 10 s (kube's empty_100nodes: 100 nodes of 10 devices)
         pytest.param("SteadyStateClusterResourceClaimTemplate", 100, "", id="DRA steady state"),
-        # kube's event-handling cases are not here: they assume a cluster of their own
-        # nodes only (as kube's harness has), and the suite's shared control plane keeps
-        # other tests' nodes (pods landed on one, so an update naming their node failed).
-        # They run on the benchmark's own cluster (docs/throughput.md).
+        # kube's event-handling cases are in the next test, on a cluster of their own
     ],
 )
 def test_scheduler_perf_smallest_workloads(
@@ -115,6 +114,51 @@ def test_scheduler_perf_smallest_workloads(
     """``others_pending``: what every pending background or churned pod must say ("": no
     such pod may be pending; None: no expectation, they are deleted or preempt); the
     gated ones must all be pending."""
+    run_and_check(dev_cluster, tmp_path, case, nodes, others_pending)
+
+
+@pytest.fixture(scope="module")
+def own_cluster(request: pytest.FixtureRequest) -> Iterator[DevCluster]:
+    """A control plane with no nodes but the benchmark's: kube's event-handling cases
+    assume one, as kube's harness has (an update template names the node kube's harness
+    made, and the suite's shared control plane keeps other tests' nodes)."""
+    name = os.environ.get("RL_DEVCLUSTER_TEST_NAME", "rl-test") + "-events"
+    workerinput = getattr(request.config, "workerinput", None)
+    if workerinput:
+        name = f"{name}-{workerinput['workerid']}"
+    info = cluster.up(cluster.ClusterConfig(name=name))
+    try:
+        yield DevCluster(info)
+    finally:
+        if os.environ.get("RL_DEVCLUSTER_KEEP") != "1":
+            cluster.down(name)
+
+
+@pytest.mark.parametrize(
+    ("case", "nodes"),
+    [
+        # kube's event-handling cases, in sequence from an empty cluster, measured over
+        # their metric window: pods unschedulable until blockers are deleted (ports,
+        # resources, spreading, affinity, a ReadWriteOncePod claim); until pods and
+        # nodes are updated (tolerations, gates removed, labels, a resize, a node made
+        # schedulable, given room, labels or taints); until pods or nodes are added
+        pytest.param("EventHandlingPodDelete", 2, id="event handling: pods deleted"),
+        pytest.param("EventHandlingPodUpdate", 1, id="event handling: pods updated and resized"),
+        pytest.param("EventHandlingPodAdd", 2, id="event handling: pods added"),
+        pytest.param("EventHandlingNodeAdd", 2, id="event handling: nodes added"),
+        pytest.param("EventHandlingNodeUpdate", 2, id="event handling: nodes updated"),
+    ],
+)
+def test_event_handling_cases(own_cluster: DevCluster, tmp_path: Path, case: str, nodes: int) -> None:
+    run_and_check(own_cluster, tmp_path, case, nodes, "")
+
+
+def run_and_check(
+    dev_cluster: DevCluster, tmp_path: Path, case: str, nodes: int, others_pending: str | None
+) -> None:
+    """The case at ``nodes`` with kube-scheduler and ``fgd-reserve``, one round: every
+    measured pod bound, no constraint broken, the other pods pending as ``others_pending``
+    says."""
     args = scheduler_perf.parse_args(
         [
             "--nodes",
