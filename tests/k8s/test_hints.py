@@ -17,6 +17,7 @@ from scheduler.k8s.scheduling.hints import (
 )
 from scheduler.objects.node import Node
 from scheduler.objects.pod import Pod
+from scheduler.objects.pod_manifest import pod_from_manifest
 from scheduler.plugins.filters.inter_pod_affinity import (
     REASON_AFFINITY,
     REASON_ANTI_AFFINITY,
@@ -29,7 +30,9 @@ from scheduler.plugins.filters.node_resources_fit import TOO_MANY_PODS, insuffic
 from scheduler.plugins.filters.node_unschedulable import REASON as CORDON
 from scheduler.plugins.filters.pod_topology_spread import REASON_SKEW
 from scheduler.plugins.filters.taint_toleration import REASON as TAINT
-from tests.builders import make_node, make_pod
+from scheduler.plugins.filters.volume_restrictions import DISK_CONFLICT as DISK
+from scheduler.plugins.filters.volume_restrictions import READ_WRITE_ONCE_POD_CONFLICT as RWOP
+from tests.builders import make_node, make_pod, pod_manifest
 
 HOST = "kubernetes.io/hostname"
 
@@ -194,6 +197,17 @@ EXCLUSIVE = make_pod(
 WEB = make_pod("web-1", namespace="web", labels={"app": "web"})
 
 
+def with_claims(name: str, namespace: str, *claims: str, disk: str = "") -> Pod:
+    """A pod with ``persistentVolumeClaim`` volumes of these claims, and an AWS EBS disk."""
+    manifest = pod_manifest(name, namespace=namespace)
+    volumes: list[dict[str, Any]] = [
+        {"name": f"v{i}", "persistentVolumeClaim": {"claimName": claim}} for i, claim in enumerate(claims)
+    ]
+    if disk:
+        volumes.append({"name": "disk", "awsElasticBlockStore": {"volumeID": disk}})
+    return pod_from_manifest({**manifest, "spec": {**manifest["spec"], "volumes": volumes}})
+
+
 @pytest.mark.parametrize(
     ("pending", "reasons", "deleted", "expected"),
     [
@@ -216,6 +230,41 @@ WEB = make_pod("web-1", namespace="web", labels={"app": "web"})
         ),
         pytest.param(SPREAD, SPREAD_REASONS, pod("web", app="web"), True, id="spread: a counted pod"),
         pytest.param(SPREAD, SPREAD_REASONS, pod("web", app="db"), False, id="spread: another pod"),
+        pytest.param(
+            with_claims("p", "web", "data"),
+            frozenset({RWOP}),
+            with_claims("holder", "web", "logs", "data"),
+            True,
+            id="ReadWriteOncePod: the claim's holder leaves",
+        ),
+        pytest.param(
+            with_claims("p", "web", "data"),
+            frozenset({RWOP}),
+            with_claims("other", "web", "logs"),
+            False,
+            id="ReadWriteOncePod: another claim's pod leaves",
+        ),
+        pytest.param(
+            with_claims("p", "web", "data"),
+            frozenset({RWOP}),
+            with_claims("namesake", "batch", "data"),
+            False,
+            id="ReadWriteOncePod: a namesake claim in another namespace",
+        ),
+        pytest.param(
+            with_claims("p", "web", disk="vol-1"),
+            frozenset({DISK}),
+            with_claims("mounter", "web", disk="vol-1"),
+            True,
+            id="disk: its mounter leaves",
+        ),
+        pytest.param(
+            with_claims("p", "web", disk="vol-1"),
+            frozenset({DISK}),
+            with_claims("mounter", "web", disk="vol-2"),
+            False,
+            id="disk: another disk's mounter leaves",
+        ),
         pytest.param(WEB, frozenset({"a reason no hint knows"}), pod("web"), True, id="unknown: moved"),
         pytest.param(WEB, None, pod("web"), True, id="being tried"),
     ],

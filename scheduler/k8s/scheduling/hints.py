@@ -14,7 +14,8 @@ for a reason a deletion may lift: room (NodeResourcesFit queues on any deletion)
 host port the deleted pod held (NodePorts), anti-affinity either way (InterPodAffinity:
 the deleted pod matched the pod's anti-affinity terms, or the pod matched the deleted
 pod's), a spread constraint's selector the deleted pod matched (PodTopologySpread),
-volumes, and any reason no hint here knows. Taints, node affinity and name, an
+a ``ReadWriteOncePod`` claim or an inline disk the deleted pod held
+(VolumeRestrictions), other volumes, and any reason no hint here knows. Taints, node affinity and name, an
 unschedulable node, a missing topology label, required affinity and volume zones are
 not lifted by a deletion (kube's plugins register no pod deletion for them, or their
 hint skips it).
@@ -50,6 +51,7 @@ from scheduler.plugins.filters import (
     node_unschedulable,
     pod_topology_spread,
     taint_toleration,
+    volume_restrictions,
     volume_zone,
 )
 
@@ -151,7 +153,11 @@ def _reason_lifted_by_deletion(reason: str, pending: Pod, deleted: Pod) -> bool:
         )
     if reason in SPREAD_REASONS:
         return spread_helped(pending, None, deleted)
-    return True  # room, volumes, devices, and reasons no hint here knows
+    if reason == volume_restrictions.READ_WRITE_ONCE_POD_CONFLICT:
+        return volume_restrictions.shares_a_claim(pending, deleted)
+    if reason == volume_restrictions.DISK_CONFLICT:
+        return volume_restrictions.disk_conflict(pending, deleted)
+    return True  # room, volume counts, devices, and reasons no hint here knows
 
 
 def deletion_helped(pending: Pod, reasons: frozenset[str] | None, deleted: Pod) -> bool:

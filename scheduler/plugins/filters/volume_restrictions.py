@@ -32,7 +32,15 @@ def claims_in_use(state: ClusterState, namespace: str, claims: set[str]) -> int:
     return len(used)
 
 
-def _disk_conflict(pod: Pod, other: Pod) -> bool:
+def shares_a_claim(pod: Pod, other: Pod) -> bool:
+    """Whether the two pods name a claim in common (``persistentVolumeClaim`` volumes)."""
+    if pod.namespace != other.namespace:
+        return False
+    mine = {v.claim for v in pod.volumes if not v.ephemeral}
+    return any(not v.ephemeral and v.claim in mine for v in other.volumes)
+
+
+def disk_conflict(pod: Pod, other: Pod) -> bool:
     return any(mine.conflicts(theirs) for mine in pod.inline_disks for theirs in other.inline_disks)
 
 
@@ -63,7 +71,7 @@ class VolumeRestrictions(FilterBase):
         conflict = np.zeros(nodes.size, np.bool_)
         if pod.inline_disks:
             conflict = np.fromiter(
-                (any(_disk_conflict(pod, other) for other in pods_on_node[i].values()) for i in nodes),
+                (any(disk_conflict(pod, other) for other in pods_on_node[i].values()) for i in nodes),
                 np.bool_,
                 nodes.size,
             )
