@@ -14,6 +14,7 @@ from scheduler.k8s.scheduling.hints import (
     deletion_helped,
     helped,
     node_change_helped,
+    volume_change_helped,
 )
 from scheduler.objects.node import Node
 from scheduler.objects.pod import Pod
@@ -28,10 +29,12 @@ from scheduler.plugins.filters.node_name import REASON as NODE_NAME
 from scheduler.plugins.filters.node_ports import REASON as PORTS
 from scheduler.plugins.filters.node_resources_fit import TOO_MANY_PODS, insufficient
 from scheduler.plugins.filters.node_unschedulable import REASON as CORDON
+from scheduler.plugins.filters.node_volume_limits import REASON as VOLUME_LIMITS
 from scheduler.plugins.filters.pod_topology_spread import REASON_SKEW
 from scheduler.plugins.filters.taint_toleration import REASON as TAINT
 from scheduler.plugins.filters.volume_restrictions import DISK_CONFLICT as DISK
 from scheduler.plugins.filters.volume_restrictions import READ_WRITE_ONCE_POD_CONFLICT as RWOP
+from scheduler.plugins.filters.volume_zone import REASON as VOLUME_ZONE
 from tests.builders import make_node, make_pod, pod_manifest
 
 HOST = "kubernetes.io/hostname"
@@ -322,3 +325,22 @@ def test_node_change_helped(
     assert (
         node_change_helped(pending, None if reasons is None else frozenset(reasons), before, after) is helps
     )
+
+
+@pytest.mark.parametrize(
+    ("reasons", "helps"),
+    [
+        pytest.param({insufficient("cpu")}, False, id="room"),
+        pytest.param({TOO_MANY_PODS, PORTS}, False, id="pods, ports"),
+        pytest.param({TAINT, NODE_AFFINITY, CORDON, NODE_NAME}, False, id="taints, affinity, cordon, name"),
+        pytest.param(SPREAD_REASONS | AFFINITY_REASONS, False, id="spreading, inter-pod affinity"),
+        pytest.param({RWOP}, True, id="a ReadWriteOncePod claim"),
+        pytest.param({VOLUME_ZONE}, True, id="volume zone"),
+        pytest.param({insufficient("cpu"), VOLUME_LIMITS}, True, id="one volume reason"),
+        pytest.param({"PreFilter"}, True, id="a PreFilter rejection"),
+        pytest.param(None, True, id="not known yet"),
+    ],
+)
+def test_which_pending_pods_a_volume_change_may_help(reasons: set[str] | None, helps: bool) -> None:
+    why = None if reasons is None else frozenset(reasons)
+    assert volume_change_helped(WEB, why) is helps

@@ -29,6 +29,12 @@ pods``), when the node is new or has more of it allocatable; for spreading, inte
 affinity and volume zones, when the node is new or its labels changed; and for any
 reason no hint here knows.
 
+A volume object added or changed (a claim, a volume, a storage class, a CSINode;
+``volume_change_helped``) helps a pod rejected for any reason but those no volume
+decides: room, host ports, taints, node affinity and name, an unschedulable node,
+spreading and inter-pod affinity (kube registers those objects' events only for its
+volume plugins).
+
 A term's namespaces are checked where they are named; a ``namespaceSelector`` is taken
 as matching (the namespaces' labels are the filters' business): a hint may let a pod be
 tried once too often, never keep one waiting that could go. Pure logic.
@@ -205,3 +211,20 @@ def node_change_helped(
     if reasons is None:
         return True
     return any(_reason_lifted_by_node(reason, pending, before, after) for reason in reasons)
+
+
+# Rejections no volume object decides (kube's volume events reach only its volume plugins).
+NOT_LIFTED_BY_VOLUMES = (
+    NOT_LIFTED_BY_DELETION - {volume_zone.REASON}
+    | AFFINITY_REASONS
+    | SPREAD_REASONS
+    | {node_ports.REASON, node_resources_fit.TOO_MANY_PODS}
+)
+
+
+def volume_change_helped(_pending: Pod, reasons: frozenset[str] | None) -> bool:
+    """Whether a volume object's change may help a pod its nodes rejected for
+    ``reasons`` (None: not known yet, any)."""
+    if reasons is None:
+        return True
+    return any(r not in NOT_LIFTED_BY_VOLUMES and not r.startswith(INSUFFICIENT) for r in reasons)

@@ -36,12 +36,18 @@ from scheduler.k8s.scheduling.dra_events import DraKind, list_dra
 from scheduler.k8s.scheduling.gang_cycle import GANG_PLUGIN, schedule_gang
 from scheduler.k8s.scheduling.gangs import GangIndex, list_pod_groups
 from scheduler.k8s.scheduling.hami import NodeLocker, NodeLocks
-from scheduler.k8s.scheduling.hints import HINTED_REASONS, deletion_helped, helped, node_change_helped
+from scheduler.k8s.scheduling.hints import (
+    HINTED_REASONS,
+    deletion_helped,
+    helped,
+    node_change_helped,
+    volume_change_helped,
+)
 from scheduler.k8s.scheduling.lifetimes import LiveLifetimes
 from scheduler.k8s.scheduling.lifetimes_starts import StartPredictions, message_suffix, pods_ahead
 from scheduler.k8s.scheduling.policy import ActiveProfile, PolicyManager
 from scheduler.k8s.scheduling.preemptor import Preemptor, failed_scheduling_message
-from scheduler.k8s.scheduling.queue import QueuedPod, QueueName, SchedulingQueue
+from scheduler.k8s.scheduling.queue import Hint, QueuedPod, QueueName, SchedulingQueue
 from scheduler.k8s.scheduling.reporting import SCHEDULER_ERROR, Reporter
 from scheduler.k8s.scheduling.volume_binder import VolumeBinder
 from scheduler.k8s.scheduling.volume_events import VolumeEvents, VolumeKind, list_volumes
@@ -150,7 +156,7 @@ class SchedulerRuntime:
         with skipping(kind.kind, manifest, self.skip_unreadable):
             if self.volume_events.apply(kind, event_type, manifest):
                 self.volume_binder.changed()
-                self._cluster_changed(f"{kind.kind}Change")
+                self._retry_helped(volume_change_helped, f"{kind.kind}Change")
 
     def on_dra_event(self, kind: DraKind, event_type: str, manifest: Mapping[str, Any]) -> None:
         with skipping(kind.kind, manifest, self.skip_unreadable):
@@ -295,22 +301,24 @@ class SchedulerRuntime:
     def _assigned_pod_deleted(self, deleted: Pod) -> None:
         """A pod left its node: the unschedulable pods its leaving may help are tried
         again (``hints.deletion_helped``)."""
-        moved = self.queue.move_helped(
-            lambda pending, reasons: deletion_helped(pending, reasons, deleted), every=True
+        self._retry_helped(
+            lambda pending, reasons: deletion_helped(pending, reasons, deleted), "AssignedPodDelete"
         )
-        if moved:
-            self.metrics.incoming_pods.labels(QueueName.BACKOFF.value, "AssignedPodDelete").inc(moved)
-            self._wake.set()
 
     def _node_changed(self, change: NodeChange) -> None:
         """A node was added or changed: the unschedulable pods it may help are tried
         again (``hints.node_change_helped``)."""
         before, after = change.before, change.after
-        moved = self.queue.move_helped(
-            lambda pending, reasons: node_change_helped(pending, reasons, before, after), every=True
+        self._retry_helped(
+            lambda pending, reasons: node_change_helped(pending, reasons, before, after),
+            "NodeAdd" if before is None else "NodeUpdate",
         )
+
+    def _retry_helped(self, hint: Hint, event: str) -> None:
+        """The unschedulable pods ``hint`` says ``event`` may help (any of them, not
+        only those the queue indexes) are tried again."""
+        moved = self.queue.move_helped(hint, every=True)
         if moved:
-            event = "NodeAdd" if before is None else "NodeUpdate"
             self.metrics.incoming_pods.labels(QueueName.BACKOFF.value, event).inc(moved)
             self._wake.set()
 
