@@ -132,7 +132,7 @@ def test_usage_follows_the_gpu_when_the_node_loses_another_one() -> None:
     text = registered["metadata"]["annotations"]["hami.io/node-nvidia-register"]
     unhealthy = text.replace(',"health":true}', "}", 1)
     registered["metadata"]["annotations"]["hami.io/node-nvidia-register"] = unhealthy
-    assert cache.on_node("MODIFIED", registered) is True
+    assert cache.on_node("MODIFIED", registered) is not None
     state = cache.state
     assert int(state.gpu_count[0]) == 1
     assert (int(state.gpu_free_milli[0, 0]), int(state.gpu_free_slots[0, 0])) == (700, 9)
