@@ -10,11 +10,12 @@ for a look around (`python -m devcluster status --name rl-test`).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pytest
+
+from tests.local_cluster import local_cluster
 
 if TYPE_CHECKING:
     from devcluster.testing import DevCluster
@@ -33,21 +34,7 @@ def _cluster_for_marked_tests(request: pytest.FixtureRequest) -> None:
 def dev_cluster(request: pytest.FixtureRequest) -> Iterator[DevCluster]:
     """A running cluster (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
     kwok) on 127.0.0.1, with no nodes but those the tests make."""
-    # Imported here so unit tests run without the Kubernetes client installed.
-    from devcluster import cluster  # noqa: PLC0415
-    from devcluster.testing import DevCluster  # noqa: PLC0415
-
-    # One cluster per xdist worker: a shared name would have workers stop each other's.
-    name = os.environ.get("RL_DEVCLUSTER_TEST_NAME", "rl-test")
-    workerinput = getattr(request.config, "workerinput", None)
-    if workerinput:
-        name = f"{name}-{workerinput['workerid']}"
-    info = cluster.up(cluster.ClusterConfig(name=name))
-    try:
-        yield DevCluster(info)
-    finally:
-        if os.environ.get("RL_DEVCLUSTER_KEEP") != "1":
-            cluster.down(name)
+    yield from local_cluster(request)
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,6 @@ the operations it exercises."""
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,9 +16,10 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from devcluster import cluster, kube
+from devcluster import kube
 from devcluster.testing import DevCluster
 from tests.e2e import dra_checker
+from tests.local_cluster import local_cluster
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
@@ -122,16 +122,7 @@ def own_cluster(request: pytest.FixtureRequest) -> Iterator[DevCluster]:
     """A control plane with no nodes but the benchmark's: kube's event-handling cases
     assume one, as kube's harness has (an update template names the node kube's harness
     made, and the suite's shared control plane keeps other tests' nodes)."""
-    name = os.environ.get("RL_DEVCLUSTER_TEST_NAME", "rl-test") + "-events"
-    workerinput = getattr(request.config, "workerinput", None)
-    if workerinput:
-        name = f"{name}-{workerinput['workerid']}"
-    info = cluster.up(cluster.ClusterConfig(name=name))
-    try:
-        yield DevCluster(info)
-    finally:
-        if os.environ.get("RL_DEVCLUSTER_KEEP") != "1":
-            cluster.down(name)
+    yield from local_cluster(request, "-events")
 
 
 @pytest.mark.parametrize(
