@@ -122,5 +122,5 @@ def test_protobuf_nodes_read_as_their_json(dev_cluster: Any, core: client.CoreV1
         else:
             raise AssertionError(f"{name} kept changing")
         cache = SchedulerCache({"rl-scheduler"})
-        assert cache.on_node("ADDED", listed[name]) is True
-        assert cache.on_node("MODIFIED", watched) is False, name
+        assert cache.on_node("ADDED", listed[name]) is not None
+        assert cache.on_node("MODIFIED", watched) is None, name
