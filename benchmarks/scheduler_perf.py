@@ -71,12 +71,12 @@ from scheduler_perf_objects import (
     PERF_LABEL,
     ROLE_LABEL,
     PodObjects,
-    all_nodes,
     create_all,
     create_any,
     delete_run_pods,
     ensure_namespaces,
     ensure_priority_classes,
+    list_nodes,
     make_nodes,
     perf_nodes,
     pod_objects,
@@ -228,7 +228,6 @@ class CaseCluster:
     workdir: Path
     plan: Plan
     namespaces: set[str]
-    nodes: list[dict[str, Any]]
     namespace_labels: dict[str, dict[str, str]]
 
     @property
@@ -404,7 +403,7 @@ def check(shared: CaseCluster, run: str, result: RunResult) -> None:
     result.pending = pending_reasons([p for p in of_run if ROLE_LABEL not in p["metadata"]["labels"]])
     result.others_pending = pending_reasons([p for p in of_run if ROLE_LABEL in p["metadata"]["labels"]])
     # every node: the benchmark's, those its churn made, and any other of the cluster
-    nodes = all_nodes(core)
+    nodes = list_nodes(core)
     result.broken = broken_constraints(mine, nodes, shared.namespace_labels, shared.plan.counts_only_grow)
     result.broken += broken_fit(mine, nodes)
     claims, volumes, csi_nodes = storage_objects(core, PERF_LABEL)
@@ -484,9 +483,7 @@ def run_case(
         print(f"  {len(init)} init pods placed by kube-scheduler", flush=True)
 
     place()
-    shared = CaseCluster(
-        core, kubeconfig, workdir, the_plan, namespaces, perf_nodes(core), namespace_labels(core)
-    )
+    shared = CaseCluster(core, kubeconfig, workdir, the_plan, namespaces, namespace_labels(core))
     results: list[RunResult] = []
     for round_ in range(1, args.rounds + 1):
         for variant in args.schedulers:
@@ -515,7 +512,7 @@ def run_in_sequence(
     namespaces = prepare_namespaces(core, kubeconfig, the_plan)
     workdir = folder / f"{the_plan.nodes}-{the_plan.case}"
     workdir.mkdir(parents=True, exist_ok=True)
-    shared = CaseCluster(core, kubeconfig, workdir, the_plan, namespaces, [], namespace_labels(core))
+    shared = CaseCluster(core, kubeconfig, workdir, the_plan, namespaces, namespace_labels(core))
     results: list[RunResult] = []
     for round_ in range(1, args.rounds + 1):
         for variant in args.schedulers:

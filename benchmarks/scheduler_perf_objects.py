@@ -183,18 +183,16 @@ def make_nodes(core: client.CoreV1Api, ops: list[NodesOp], timeout_s: float) -> 
     wait_nodes_schedulable(core, {m["metadata"]["name"] for m in manifests}, timeout_s)
 
 
-def all_nodes(core: client.CoreV1Api) -> list[dict[str, Any]]:
-    """Every node of the cluster, as plain JSON."""
-    response: Any = core.list_node(_preload_content=False)
+def list_nodes(core: client.CoreV1Api, selector: str = "") -> list[dict[str, Any]]:
+    """The cluster's nodes (those with the labels of ``selector``), as plain JSON."""
+    response: Any = core.list_node(label_selector=selector, _preload_content=False)
     items: list[dict[str, Any]] = json.loads(response.data)["items"]
     return items
 
 
 def perf_nodes(core: client.CoreV1Api, made_by: str = "node") -> list[dict[str, Any]]:
     """This benchmark's nodes (``made_by`` a run's id: those its churn made)."""
-    response: Any = core.list_node(label_selector=f"{PERF_LABEL}={made_by}", _preload_content=False)
-    items: list[dict[str, Any]] = json.loads(response.data)["items"]
-    return items
+    return list_nodes(core, f"{PERF_LABEL}={made_by}")
 
 
 def delete_run_pods(

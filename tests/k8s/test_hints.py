@@ -211,6 +211,15 @@ def with_claims(name: str, namespace: str, *claims: str, disk: str = "") -> Pod:
     return pod_from_manifest({**manifest, "spec": {**manifest["spec"], "volumes": volumes}})
 
 
+DATA_USER = with_claims("p", "web", "data")
+DATA_HOLDER = with_claims("holder", "web", "logs", "data")
+LOGS_HOLDER = with_claims("other", "web", "logs")
+NAMESAKE = with_claims("namesake", "batch", "data")
+DISK_USER = with_claims("p", "web", disk="vol-1")
+DISK_MOUNTER = with_claims("mounter", "web", disk="vol-1")
+OTHER_MOUNTER = with_claims("mounter", "web", disk="vol-2")
+
+
 @pytest.mark.parametrize(
     ("pending", "reasons", "deleted", "expected"),
     [
@@ -233,41 +242,11 @@ def with_claims(name: str, namespace: str, *claims: str, disk: str = "") -> Pod:
         ),
         pytest.param(SPREAD, SPREAD_REASONS, pod("web", app="web"), True, id="spread: a counted pod"),
         pytest.param(SPREAD, SPREAD_REASONS, pod("web", app="db"), False, id="spread: another pod"),
-        pytest.param(
-            with_claims("p", "web", "data"),
-            frozenset({RWOP}),
-            with_claims("holder", "web", "logs", "data"),
-            True,
-            id="ReadWriteOncePod: the claim's holder leaves",
-        ),
-        pytest.param(
-            with_claims("p", "web", "data"),
-            frozenset({RWOP}),
-            with_claims("other", "web", "logs"),
-            False,
-            id="ReadWriteOncePod: another claim's pod leaves",
-        ),
-        pytest.param(
-            with_claims("p", "web", "data"),
-            frozenset({RWOP}),
-            with_claims("namesake", "batch", "data"),
-            False,
-            id="ReadWriteOncePod: a namesake claim in another namespace",
-        ),
-        pytest.param(
-            with_claims("p", "web", disk="vol-1"),
-            frozenset({DISK}),
-            with_claims("mounter", "web", disk="vol-1"),
-            True,
-            id="disk: its mounter leaves",
-        ),
-        pytest.param(
-            with_claims("p", "web", disk="vol-1"),
-            frozenset({DISK}),
-            with_claims("mounter", "web", disk="vol-2"),
-            False,
-            id="disk: another disk's mounter leaves",
-        ),
+        pytest.param(DATA_USER, frozenset({RWOP}), DATA_HOLDER, True, id="ReadWriteOncePod: its holder"),
+        pytest.param(DATA_USER, frozenset({RWOP}), LOGS_HOLDER, False, id="ReadWriteOncePod: another claim"),
+        pytest.param(DATA_USER, frozenset({RWOP}), NAMESAKE, False, id="ReadWriteOncePod: another namespace"),
+        pytest.param(DISK_USER, frozenset({DISK}), DISK_MOUNTER, True, id="disk: its mounter leaves"),
+        pytest.param(DISK_USER, frozenset({DISK}), OTHER_MOUNTER, False, id="disk: another disk's mounter"),
         pytest.param(WEB, frozenset({"a reason no hint knows"}), pod("web"), True, id="unknown: moved"),
         pytest.param(WEB, None, pod("web"), True, id="being tried"),
     ],
