@@ -265,25 +265,43 @@ TAINTED = make_node("n", cpu="4", pods=10, labels={ZONE: "a"}, taints=[GPU_TAINT
 BIGGER = make_node("n", cpu="8", pods=10, labels={ZONE: "a"})
 MORE_PODS = make_node("n", cpu="4", pods=20, labels={ZONE: "a"})
 ZONE_B = make_node("n", cpu="4", pods=10, labels={ZONE: "b"})
+BIGGER_IN_B = make_node("n", cpu="8", pods=10, labels={ZONE: "b"})
+BIGGER_TAINTED = make_node("n", cpu="8", pods=10, labels={ZONE: "a"}, taints=[GPU_TAINT])
+BIGGER_CORDONED = make_node("n", cpu="8", pods=10, labels={ZONE: "a"}, unschedulable=True)
 IN_B = make_pod("in-b", node_selector={ZONE: "b"})
 TOLERANT = make_pod("tolerant", tolerations=[{**GPU_TAINT, "operator": "Equal"}])
 ON_N = make_pod("on-n", node_name="n")
 ON_M = make_pod("on-m", node_name="m")
+SIX_CPUS = make_pod("six-cpus", cpu="6")
+TWELVE_CPUS = make_pod("twelve-cpus", cpu="12")
 
 
 @pytest.mark.parametrize(
     ("pending", "reasons", "before", "after", "helps"),
     [
         pytest.param(IN_B, {NODE_AFFINITY}, PLAIN, ZONE_B, True, id="node now in the pod's zone"),
+        pytest.param(IN_B, {NODE_AFFINITY}, None, ZONE_B, True, id="new node in the pod's zone"),
         pytest.param(IN_B, {NODE_AFFINITY}, None, PLAIN, False, id="new node not in the pod's zone"),
-        pytest.param(TOLERANT, {TAINT}, PLAIN, TAINTED, True, id="tainted with what the pod tolerates"),
+        pytest.param(IN_B, {NODE_AFFINITY}, ZONE_B, BIGGER_IN_B, False, id="in the pod's zone all along"),
+        pytest.param(TOLERANT, {TAINT}, None, TAINTED, True, id="new node with taints the pod tolerates"),
+        pytest.param(IN_B, {TAINT}, None, TAINTED, False, id="new node with taints the pod does not"),
+        pytest.param(TOLERANT, {TAINT}, PLAIN, TAINTED, False, id="tolerated before and after a new taint"),
+        pytest.param(TOLERANT, {TAINT}, TAINTED, BIGGER_TAINTED, False, id="tolerated all along"),
         pytest.param(IN_B, {TAINT}, PLAIN, TAINTED, False, id="tainted with what the pod does not tolerate"),
         pytest.param(IN_B, {TAINT}, TAINTED, PLAIN, True, id="taint removed"),
         pytest.param(IN_B, {CORDON}, CORDONED, PLAIN, True, id="uncordoned"),
+        pytest.param(IN_B, {CORDON}, None, PLAIN, True, id="new schedulable node"),
+        pytest.param(IN_B, {CORDON}, None, CORDONED, False, id="new cordoned node"),
         pytest.param(IN_B, {CORDON}, PLAIN, CORDONED, False, id="cordoned"),
+        pytest.param(IN_B, {CORDON}, PLAIN, BIGGER, False, id="schedulable all along"),
+        pytest.param(IN_B, {CORDON}, CORDONED, BIGGER_CORDONED, False, id="cordoned all along"),
         pytest.param(ON_N, {NODE_NAME}, None, PLAIN, True, id="the node the pod names, added"),
+        pytest.param(ON_N, {NODE_NAME}, PLAIN, BIGGER, False, id="the node the pod names, changed"),
         pytest.param(ON_M, {NODE_NAME}, None, PLAIN, False, id="another node added"),
         pytest.param(IN_B, {insufficient("cpu")}, PLAIN, BIGGER, True, id="more cpu"),
+        pytest.param(SIX_CPUS, {insufficient("cpu")}, PLAIN, BIGGER, True, id="more cpu, now enough"),
+        pytest.param(TWELVE_CPUS, {insufficient("cpu")}, PLAIN, BIGGER, False, id="more cpu, too little"),
+        pytest.param(TWELVE_CPUS, {insufficient("cpu")}, None, BIGGER, False, id="a new node too small"),
         pytest.param(IN_B, {insufficient("cpu")}, PLAIN, MORE_PODS, False, id="more pods, not more cpu"),
         pytest.param(IN_B, {insufficient("cpu")}, None, PLAIN, True, id="a new node has room"),
         pytest.param(IN_B, {TOO_MANY_PODS}, PLAIN, MORE_PODS, True, id="more pods allowed"),

@@ -21,13 +21,17 @@ not lifted by a deletion (kube's plugins register no pod deletion for them, or t
 hint skips it).
 
 A node added or changed (``node_change_helped``, kube's plugins' node hints) helps a
-pod its nodes rejected: for node affinity or selector, when the node now matches them;
-for taints, when the pod tolerates the node's (``NoSchedule``, ``NoExecute``); for an
-unschedulable node, when the node is schedulable or the pod tolerates its taint; for a
-node name, when the node is that one; for room (``Insufficient <resource>``, ``Too many
-pods``), when the node is new or has more of it allocatable; for spreading, inter-pod
-affinity and volume zones, when the node is new or its labels changed; and for any
-reason no hint here knows.
+pod its nodes rejected: for node affinity or selector, when the node matches them now
+and did not before; for taints, when the pod tolerates the node's (``NoSchedule``,
+``NoExecute``) now and did not before; for an unschedulable node, when the node turned
+schedulable (or the pod tolerates its taint) and was not; for a node name, when the
+node is that one, added; for room (``Insufficient <resource>``), when the node alone
+has room for the pod's request and is new or has more of it allocatable; for ``Too
+many pods``, when the node is new or allows more; for spreading, inter-pod affinity
+and volume zones, when the node is new or its labels changed; and for any reason no
+hint here knows. A new node counts as failing each verdict before it was added. So a
+node whose taints change while the pod tolerates them all along (the node lifecycle
+controller adds and removes its own) retries no pod for the taints.
 
 A volume object added or changed (a claim, a volume, a storage class, a CSINode;
 ``volume_change_helped``) helps a pod rejected for any reason but those no volume
@@ -185,19 +189,40 @@ def _more_allocatable(resource: str, before: Node, after: Node) -> bool:
     return after.allocatable.get(resource, 0) > before.allocatable.get(resource, 0)
 
 
+def _room_for(pending: Pod, resource: str, before: Node | None, after: Node) -> bool:
+    """The node, empty, has room for the pod's request of ``resource``, and is new or
+    has more of it than before (kube's NodeResourcesFit: ``isFit`` on the node alone,
+    then ``haveAnyRequestedResourcesIncreased``)."""
+    if after.allocatable.get(resource, 0) < pending.requests.get(resource, 0):
+        return False
+    return before is None or _more_allocatable(resource, before, after)
+
+
+def _tolerated(pending: Pod, node: Node) -> bool:
+    return untolerated(node.taints, pending.tolerations, taint_toleration.FILTER_EFFECTS) is None
+
+
+def _schedulable_for(pending: Pod, node: Node) -> bool:
+    return not node.unschedulable or node_unschedulable.tolerates_cordon(pending)
+
+
 def _reason_lifted_by_node(reason: str, pending: Pod, before: Node | None, after: Node) -> bool:
+    """kube's node hints: a verdict of the node alone helps only when it turns from no
+    to yes (a new node counts as no before); a node that already passed this filter and
+    still does, whatever else changed on it, does not lift that filter's reason."""
     if reason == node_affinity.REASON:
-        return node_affinity.required_affinity_matches(pending, after)
+        matches = node_affinity.required_affinity_matches
+        return matches(pending, after) and (before is None or not matches(pending, before))
     if reason == taint_toleration.REASON:
-        return untolerated(after.taints, pending.tolerations, taint_toleration.FILTER_EFFECTS) is None
+        return _tolerated(pending, after) and (before is None or not _tolerated(pending, before))
     if reason == node_unschedulable.REASON:
-        return not after.unschedulable or node_unschedulable.tolerates_cordon(pending)
+        return _schedulable_for(pending, after) and (before is None or not _schedulable_for(pending, before))
     if reason == node_name.REASON:
-        return after.name == pending.node_name
+        return before is None and after.name == pending.node_name
     if reason == node_resources_fit.TOO_MANY_PODS:
         return before is None or _more_allocatable("pods", before, after)
     if reason.startswith(INSUFFICIENT):
-        return before is None or _more_allocatable(reason.removeprefix(INSUFFICIENT), before, after)
+        return _room_for(pending, reason.removeprefix(INSUFFICIENT), before, after)
     if reason in LABEL_REASONS:
         return before is None or dict(before.labels) != dict(after.labels)
     return True  # host ports, volumes, GPUs, devices, and reasons no hint here knows
