@@ -36,6 +36,7 @@ from scheduler.k8s.scheduling.runtime import SchedulerRuntime
 from scheduler.k8s.serving.metrics import Metrics
 from scheduler.lifetimes.forecast import PodLifetimeForecast
 from scheduler.lifetimes.model_file import load_lifetime_model, save_lifetime_model
+from scheduler.objects.pod import Pod
 from scheduler.online.store import PolicyStore
 from scheduler.plugins.profiles import build_profile
 from scheduler.plugins.remaining_lifetimes import ModelLifetimes, ResidentClock
@@ -350,6 +351,27 @@ def test_the_gauge_keeps_at_most_its_cap_of_pods() -> None:
     starts.predict(make_pod("w3", cpu="1"), state, filters)
     names = {s["pod"] for s in series(metrics, "rl_scheduler_pending_pod_predicted_start_seconds")}
     assert names == {"w1", "w3"}
+
+
+def test_the_queue_is_read_only_for_a_forecast_made() -> None:
+    """A failed attempt within a minute of the pod's last forecast reports that one and
+    does not read the pods ahead (a scan of the whole queue)."""
+    clock = [NOW]
+    starts = StartPredictions(live(None, clock=lambda: clock[0]), clock=lambda: clock[0])
+    node = make_node("n1", cpu="2", memory="4Gi")
+    state = make_state([node], [(make_pod("a", cpu="2"), "n1")])
+    filters = build_profile("default").filters
+    reads: list[int] = []
+
+    def ahead() -> list[Pod]:
+        reads.append(1)
+        return []
+
+    pod = make_pod("w", cpu="1")
+    for seconds, read in ((0.0, 1), (30.0, 1), (61.0, 2)):
+        clock[0] = NOW + seconds
+        assert starts.predict(pod, state, filters, ahead) is not None
+        assert len(reads) == read, seconds
 
 
 # ---- rl-scheduler pending --------------------------------------------------------

@@ -14,6 +14,7 @@ created earlier).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import time
@@ -161,7 +162,7 @@ def pending_rows(
         predicted = None
         if not gated:
             chosen = filters.setdefault(pod.scheduler_name, filters_of(pod.scheduler_name))
-            ahead = pods_ahead(pod, queued)
+            ahead = functools.partial(pods_ahead, pod, queued)
             predicted = starts.predict(pod, cache.state, chosen, ahead, cache.namespace_labels)
         rows.append(
             {

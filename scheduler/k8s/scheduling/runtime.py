@@ -240,9 +240,12 @@ class SchedulerRuntime:
         if self.starts is None:
             return ""
         try:
-            ahead = pods_ahead(pod, self.queue.waiting())
             predicted = self.starts.predict(
-                pod, self.cache.state, active.profile.filters, ahead, self.cache.namespace_labels
+                pod,
+                self.cache.state,
+                active.profile.filters,
+                lambda: pods_ahead(pod, self.queue.waiting()),
+                self.cache.namespace_labels,
             )
         except Exception:
             log.exception("start forecast for %s failed", pod.key)
