@@ -484,3 +484,25 @@ def test_node_filters(
 ) -> None:
     state = make_state(nodes, placed)
     assert verdicts(plugin, state, pod) == expected
+
+
+GPU_TAINT = {"key": "gpu", "value": "true", "effect": "NoSchedule"}
+
+
+@pytest.mark.parametrize(
+    ("taints_before", "taints_after", "expected_after"),
+    [
+        pytest.param([GPU_TAINT], [], "", id="taint removed: the node passes"),
+        pytest.param([], [GPU_TAINT], "node(s) had untolerated taint(s)", id="taint added: rejected"),
+        pytest.param([GPU_TAINT], [GPU_TAINT], "node(s) had untolerated taint(s)", id="unchanged"),
+    ],
+)
+def test_taint_verdicts_follow_the_nodes_taints(
+    taints_before: list[dict[str, str]], taints_after: list[dict[str, str]], expected_after: str
+) -> None:
+    """The verdicts kept per set of tolerations are those of the nodes' taints now."""
+    state = make_state([make_node("n1", taints=taints_before), make_node("n2")])
+    pod = make_pod()
+    verdicts(TaintToleration(), state, pod)  # kept for this pod's tolerations
+    state.update_node(make_node("n1", taints=taints_after))
+    assert verdicts(TaintToleration(), state, pod) == expect(n1=expected_after, n2="")
