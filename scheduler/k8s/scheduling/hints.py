@@ -46,12 +46,11 @@ tried once too often, never keep one waiting that could go. Pure logic.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from scheduler.objects.node import Node
 from scheduler.objects.pod import Pod
 from scheduler.objects.selectors import PodAffinityTerm
-from scheduler.objects.taints import untolerated
 from scheduler.plugins.filters import (
     inter_pod_affinity,
     node_affinity,
@@ -199,24 +198,27 @@ def _room_for(pending: Pod, resource: str, before: Node | None, after: Node) -> 
 
 
 def _tolerated(pending: Pod, node: Node) -> bool:
-    return untolerated(node.taints, pending.tolerations, taint_toleration.FILTER_EFFECTS) is None
+    return taint_toleration.tolerates(pending.tolerations, node.taints)
 
 
 def _schedulable_for(pending: Pod, node: Node) -> bool:
     return not node.unschedulable or node_unschedulable.tolerates_cordon(pending)
 
 
+def _turned_yes(verdict: Callable[[Pod, Node], bool], pending: Pod, before: Node | None, after: Node) -> bool:
+    """kube's node hints for a verdict of the node alone: it helps only when it turns
+    from no to yes (a new node counts as no before); a node that passed the filter
+    before the change and still does, whatever else changed on it, lifts nothing."""
+    return verdict(pending, after) and (before is None or not verdict(pending, before))
+
+
 def _reason_lifted_by_node(reason: str, pending: Pod, before: Node | None, after: Node) -> bool:
-    """kube's node hints: a verdict of the node alone helps only when it turns from no
-    to yes (a new node counts as no before); a node that already passed this filter and
-    still does, whatever else changed on it, does not lift that filter's reason."""
     if reason == node_affinity.REASON:
-        matches = node_affinity.required_affinity_matches
-        return matches(pending, after) and (before is None or not matches(pending, before))
+        return _turned_yes(node_affinity.required_affinity_matches, pending, before, after)
     if reason == taint_toleration.REASON:
-        return _tolerated(pending, after) and (before is None or not _tolerated(pending, before))
+        return _turned_yes(_tolerated, pending, before, after)
     if reason == node_unschedulable.REASON:
-        return _schedulable_for(pending, after) and (before is None or not _schedulable_for(pending, before))
+        return _turned_yes(_schedulable_for, pending, before, after)
     if reason == node_name.REASON:
         return before is None and after.name == pending.node_name
     if reason == node_resources_fit.TOO_MANY_PODS:

@@ -41,9 +41,8 @@ from scheduler.framework.plugin import CycleContext, FilterBase, Rejection
 from scheduler.framework.status import SKIP, SUCCESS, Code, Status
 from scheduler.objects.pod import Pod
 from scheduler.objects.selectors import LabelSelector, Requirement, TopologySpreadConstraint
-from scheduler.objects.taints import untolerated
 from scheduler.plugins.filters.node_affinity import required_affinity_matches
-from scheduler.plugins.filters.taint_toleration import FILTER_EFFECTS
+from scheduler.plugins.filters.taint_toleration import untolerated_nodes
 from scheduler.state.cluster_state import BoolArray, ClusterState, IntArray
 
 REASON_SKEW = "node(s) didn't match pod topology spread constraints"
@@ -136,11 +135,7 @@ def inclusion_mask(state: ClusterState, pod: Pod, constraint: TopologySpreadCons
         )
         mask &= state.node_mask(key, lambda node: required_affinity_matches(pod, node))
     if constraint.node_taints_policy == "Honor":
-        key_taints = ("PodTopologySpread/taints", pod.tolerations)
-        mask &= state.node_mask(
-            key_taints,
-            lambda node: untolerated(node.taints, pod.tolerations, FILTER_EFFECTS) is None,
-        )
+        mask &= ~untolerated_nodes(state, pod.tolerations)
     return mask
 
 
