@@ -24,7 +24,7 @@ from scheduler.k8s.serving.metrics import Metrics
 from scheduler.objects.pod import Pod
 from scheduler.objects.pod_group import POD_GROUP_LABEL
 from tests.builders import node_manifest, pod_manifest
-from tests.dra.builders import claim_manifest, exactly
+from tests.dra.builders import claim_manifest, device, exactly, slice_manifest
 
 
 @dataclass
@@ -349,6 +349,92 @@ def test_a_pod_sharing_a_claim_being_allocated_waits_unreported_until_it_settles
         assert entry is not None
         assert (entry.pod.key, entry.attempts) == (mate, 1)
         assert runtime.queue.sizes()[QueueName.UNSCHEDULABLE] == (0 if freed else 1), allocation
+
+    run(body)
+
+
+def versioned_claim(name: str, version: int, *devices: str, finalizer: bool = False) -> dict[str, Any]:
+    """A claim at ``version``, allocated ``devices`` (none: pending)."""
+    results = [
+        {"request": "gpu", "driver": "driver-a.example.com", "pool": "n1", "device": d} for d in devices
+    ]
+    status = {"allocation": {"devices": {"results": results}}} if devices else None
+    manifest = claim_manifest(name, exactly("gpu", "gpu", 1), status=status)
+    manifest["metadata"]["resourceVersion"] = str(version)
+    if finalizer:
+        manifest["metadata"]["finalizers"] = ["resource.kubernetes.io/delete-protection"]
+    return manifest
+
+
+@pytest.mark.parametrize(
+    ("kind", "event", "manifest", "tried_again"),
+    [
+        pytest.param("resourceclaim", "ADDED", versioned_claim("mine", 2), {"user"}, id="its claim made"),
+        pytest.param("resourceclaim", "ADDED", versioned_claim("other", 2), set(), id="another claim made"),
+        pytest.param(
+            "resourceclaim",
+            "MODIFIED",
+            versioned_claim("pending", 2, "gpu-1"),
+            set(),
+            id="another claim allocated",
+        ),
+        pytest.param(
+            "resourceclaim",
+            "MODIFIED",
+            versioned_claim("held", 2, "gpu-0", finalizer=True),
+            set(),
+            id="a claim's metadata only",
+        ),
+        pytest.param(
+            "resourceclaim", "MODIFIED", versioned_claim("held", 2), {"user", "big"}, id="a claim deallocated"
+        ),
+        pytest.param(
+            "resourceclaim",
+            "MODIFIED",
+            versioned_claim("held", 2, "gpu-1"),
+            {"user", "big"},
+            id="a claim given other devices",
+        ),
+        pytest.param(
+            "resourceclaim",
+            "DELETED",
+            versioned_claim("held", 2, "gpu-0"),
+            {"user", "big"},
+            id="an allocated claim deleted",
+        ),
+        pytest.param(
+            "resourceclaim", "DELETED", versioned_claim("pending", 2), set(), id="a pending claim deleted"
+        ),
+        pytest.param(
+            "resourceslice",
+            "ADDED",
+            slice_manifest("n1-gpus", [device("gpu-2")], node="n1", pool="n1"),
+            {"user", "big"},
+            id="a slice added",
+        ),
+    ],
+)
+def test_claim_changes_retry_the_pods_they_may_help(
+    kind: str, event: str, manifest: dict[str, Any], tried_again: set[str]
+) -> None:
+    """DynamicResources' hint: a claim made or changed in spec or status retries the pods
+    that use it; one whose devices come free, or a slice or class, retries every pod."""
+
+    async def body() -> None:
+        runtime = runtime_with(RecordingApi(), node_manifest("n1", cpu="4"))
+        claims = next(k for k in DRA_KINDS if k.kind == "resourceclaim")
+        runtime.on_dra_event(claims, "ADDED", versioned_claim("held", 1, "gpu-0"))
+        runtime.on_dra_event(claims, "ADDED", versioned_claim("pending", 1))
+        user = pod_manifest("user")
+        user["spec"]["resourceClaims"] = [{"name": "c", "resourceClaimName": "mine"}]
+        for pod in (user, pod_manifest("big", cpu="8")):
+            await one_cycle(runtime, pod)
+        assert runtime.queue.sizes()[QueueName.UNSCHEDULABLE] == 2
+        runtime.on_dra_event(next(k for k in DRA_KINDS if k.kind == kind), event, manifest)
+        moved = set()
+        while (entry := runtime.queue.pop()) is not None:
+            moved.add(entry.pod.name)
+        assert moved == tried_again
 
     run(body)
 

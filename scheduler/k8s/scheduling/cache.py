@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from scheduler.dra.catalog import CLAIMS, object_key
 from scheduler.dra.gpu_view import sync_dra_gpus
 from scheduler.errors import SchedulerInputError
 from scheduler.k8s.client.unreadable import Skipped, log_unreadable
@@ -61,6 +62,17 @@ class NodeChange:
 
     before: Node | None
     after: Node
+
+
+@dataclass(frozen=True, slots=True)
+class DraChange:
+    """What a DeviceClass, ResourceSlice or ResourceClaim event changed, for the
+    queueing hints: ``claim`` names the claim when only that claim's status or spec
+    changed and no device came free (the pods using it may go now); None when devices
+    may have come free or appeared (a class or slice changed, an allocation was dropped
+    or replaced, an allocated claim deleted), which may help any pod."""
+
+    claim: str | None = None
 
 
 @dataclass(frozen=True)
@@ -213,13 +225,28 @@ class SchedulerCache:
 
     # ---- DRA ------------------------------------------------------------------
 
-    def on_dra(self, plural: str, event_type: str, manifest: Mapping[str, Any]) -> bool:
+    def on_dra(self, plural: str, event_type: str, manifest: Mapping[str, Any]) -> DraChange | None:
         """Apply a DeviceClass, ResourceSlice or ResourceClaim event to the catalog (raises
-        as ``DraCatalog.apply`` does); nodes' GPUs from DRA follow. True when it changed."""
+        as ``DraCatalog.apply`` does); nodes' GPUs from DRA follow. What changed, or None
+        when nothing the scheduler reads did (a claim written again with the same spec
+        and status: a finalizer added, a resync)."""
+        catalog = self.state.dra
+        key = object_key(manifest, namespaced=True) if plural == CLAIMS else ""
+        stored = catalog.claims.get(key) if key else None
+        before = None if stored is None else stored.claim
         try:
-            return self.state.dra.apply(plural, event_type, manifest)
+            if not catalog.apply(plural, event_type, manifest):
+                return None
         finally:
             sync_dra_gpus(self.state)
+        if not key:
+            return DraChange()
+        stored = catalog.claims.get(key)
+        after = None if stored is None else stored.claim
+        held = None if before is None else before.allocation
+        if held is not None and (after is None or after.allocation != held):
+            return DraChange()  # its devices are free, or others are held instead
+        return None if after == before else DraChange(claim=key)
 
     def _gpu_problem(self, name: str) -> str:
         return self.state.nodes[self.state.node_index[name]].gpu_problem

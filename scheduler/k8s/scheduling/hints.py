@@ -39,6 +39,11 @@ decides: room, host ports, taints, node affinity and name, an unschedulable node
 spreading and inter-pod affinity (kube registers those objects' events only for its
 volume plugins).
 
+A ResourceClaim added, or changed in its spec or status (``claim_change_helped``,
+DynamicResources' ``isSchedulableAfterClaimChange``), helps only a pod that uses it;
+a claim whose allocation is dropped or replaced frees devices, and like a DeviceClass or
+ResourceSlice change it may help any pod (the runtime moves them all).
+
 A term's namespaces are checked where they are named; a ``namespaceSelector`` is taken
 as matching (the namespaces' labels are the filters' business): a hint may let a pod be
 tried once too often, never keep one waiting that could go. Pure logic.
@@ -255,3 +260,11 @@ def volume_change_helped(_pending: Pod, reasons: frozenset[str] | None) -> bool:
     if reasons is None:
         return True
     return any(r not in NOT_LIFTED_BY_VOLUMES and not r.startswith(INSUFFICIENT) for r in reasons)
+
+
+def claim_change_helped(pending: Pod, claim: str) -> bool:
+    """Whether a change of the claim ``claim`` (namespace/name) that freed no device may
+    help ``pending``: only when the pod uses that claim (by name, its template's claims
+    once made)."""
+    names = pending.resource_claims
+    return any(name is not None and f"{pending.namespace}/{name}" == claim for name in names)

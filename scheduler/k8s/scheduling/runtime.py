@@ -38,6 +38,7 @@ from scheduler.k8s.scheduling.gangs import GangIndex, list_pod_groups
 from scheduler.k8s.scheduling.hami import NodeLocker, NodeLocks
 from scheduler.k8s.scheduling.hints import (
     HINTED_REASONS,
+    claim_change_helped,
     deletion_helped,
     helped,
     node_change_helped,
@@ -160,8 +161,15 @@ class SchedulerRuntime:
 
     def on_dra_event(self, kind: DraKind, event_type: str, manifest: Mapping[str, Any]) -> None:
         with skipping(kind.kind, manifest, self.skip_unreadable):
-            if self.cache.on_dra(kind.plural, event_type, manifest):
-                self._cluster_changed(f"{kind.kind}Change")
+            change = self.cache.on_dra(kind.plural, event_type, manifest)
+            if change is None:
+                return
+            event = f"{kind.kind}Change"
+            claim = change.claim
+            if claim is None:
+                self._cluster_changed(event)
+            else:
+                self._retry_helped(lambda pending, _reasons: claim_change_helped(pending, claim), event)
 
     def on_budget_event(self, event_type: str, manifest: Mapping[str, Any]) -> None:
         """A PodDisruptionBudget: preemption reads it at its next decision (no pod is
