@@ -325,19 +325,30 @@ def test_node_change_helped(
 
 
 @pytest.mark.parametrize(
-    ("reasons", "helps"),
+    ("pending", "reasons", "claim", "helps"),
     [
-        pytest.param({insufficient("cpu")}, False, id="room"),
-        pytest.param({TOO_MANY_PODS, PORTS}, False, id="pods, ports"),
-        pytest.param({TAINT, NODE_AFFINITY, CORDON, NODE_NAME}, False, id="taints, affinity, cordon, name"),
-        pytest.param(SPREAD_REASONS | AFFINITY_REASONS, False, id="spreading, inter-pod affinity"),
-        pytest.param({RWOP}, True, id="a ReadWriteOncePod claim"),
-        pytest.param({VOLUME_ZONE}, True, id="volume zone"),
-        pytest.param({insufficient("cpu"), VOLUME_LIMITS}, True, id="one volume reason"),
-        pytest.param({"PreFilter"}, True, id="a PreFilter rejection"),
-        pytest.param(None, True, id="not known yet"),
+        pytest.param(WEB, {insufficient("cpu")}, None, False, id="room"),
+        pytest.param(WEB, {TOO_MANY_PODS, PORTS}, None, False, id="pods, ports"),
+        pytest.param(
+            WEB, {TAINT, NODE_AFFINITY, CORDON, NODE_NAME}, None, False, id="taints, affinity, cordon, name"
+        ),
+        pytest.param(WEB, SPREAD_REASONS | AFFINITY_REASONS, None, False, id="spreading, inter-pod affinity"),
+        pytest.param(DATA_USER, {RWOP}, None, False, id="a ReadWriteOncePod conflict: a volume or class"),
+        pytest.param(DISK_USER, {DISK}, None, False, id="a disk conflict: a volume or class"),
+        pytest.param(DATA_USER, {RWOP}, "web/data", True, id="a ReadWriteOncePod conflict: its claim"),
+        pytest.param(WEB, {VOLUME_ZONE}, None, True, id="volume zone"),
+        pytest.param(WEB, {insufficient("cpu"), VOLUME_LIMITS}, None, True, id="one volume reason"),
+        pytest.param(WEB, {"PreFilter"}, None, True, id="a PreFilter rejection"),
+        pytest.param(WEB, None, None, True, id="not known yet"),
+        pytest.param(DATA_USER, {VOLUME_ZONE}, "web/data", True, id="its claim"),
+        pytest.param(DATA_USER, {VOLUME_ZONE}, "web/logs", False, id="another claim"),
+        pytest.param(DATA_USER, {VOLUME_ZONE}, "batch/data", False, id="a namesake in another namespace"),
+        pytest.param(DATA_USER, None, "web/logs", False, id="another claim, reasons not known yet"),
+        pytest.param(DATA_USER, {insufficient("cpu")}, "web/data", False, id="its claim, room"),
     ],
 )
-def test_which_pending_pods_a_volume_change_may_help(reasons: set[str] | None, helps: bool) -> None:
+def test_which_pending_pods_a_volume_change_may_help(
+    pending: Pod, reasons: set[str] | None, claim: str | None, helps: bool
+) -> None:
     why = None if reasons is None else frozenset(reasons)
-    assert volume_change_helped(WEB, why) is helps
+    assert volume_change_helped(pending, why, claim) is helps

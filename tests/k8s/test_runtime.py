@@ -20,6 +20,7 @@ from scheduler.k8s.scheduling.dra_events import DRA_KINDS
 from scheduler.k8s.scheduling.policy import PolicyManager, TypicalWorkload
 from scheduler.k8s.scheduling.queue import QueueName
 from scheduler.k8s.scheduling.runtime import SchedulerRuntime
+from scheduler.k8s.scheduling.volume_events import VOLUME_KINDS
 from scheduler.k8s.serving.metrics import Metrics
 from scheduler.objects.pod import Pod
 from scheduler.objects.pod_group import POD_GROUP_LABEL
@@ -431,6 +432,48 @@ def test_claim_changes_retry_the_pods_they_may_help(
             await one_cycle(runtime, pod)
         assert runtime.queue.sizes()[QueueName.UNSCHEDULABLE] == 2
         runtime.on_dra_event(next(k for k in DRA_KINDS if k.kind == kind), event, manifest)
+        moved = set()
+        while (entry := runtime.queue.pop()) is not None:
+            moved.add(entry.pod.name)
+        assert moved == tried_again
+
+    run(body)
+
+
+def volume_object(kind: str, name: str) -> dict[str, Any]:
+    """A PersistentVolumeClaim (bound to nothing yet) or a StorageClass named ``name``."""
+    if kind == "persistentvolumeclaim":
+        spec = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+        return {"metadata": {"name": name, "namespace": "default"}, "spec": spec}
+    return {
+        "metadata": {"name": name},
+        "provisioner": "csi.example.com",
+        "volumeBindingMode": "WaitForFirstConsumer",
+    }
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "tried_again"),
+    [
+        pytest.param("persistentvolumeclaim", "data", {"user"}, id="its claim made"),
+        pytest.param("persistentvolumeclaim", "other", set(), id="another claim made"),
+        pytest.param("storageclass", "fast", {"user", "logs-user"}, id="a storage class made"),
+    ],
+)
+def test_volume_changes_retry_the_pods_they_may_help(kind: str, name: str, tried_again: set[str]) -> None:
+    """A claim's change retries only the pods that use the claim; a volume, class or
+    CSINode retries every pod a volume rejected."""
+
+    async def body() -> None:
+        runtime = runtime_with(RecordingApi(), node_manifest("n1", cpu="4"))
+        for pod, claim in (("user", "data"), ("logs-user", "logs")):
+            manifest = pod_manifest(pod)
+            manifest["spec"]["volumes"] = [{"name": "v", "persistentVolumeClaim": {"claimName": claim}}]
+            await one_cycle(runtime, manifest)
+        await one_cycle(runtime, pod_manifest("big", cpu="8"))
+        assert runtime.queue.sizes()[QueueName.UNSCHEDULABLE] == 3
+        volume_kind = next(k for k in VOLUME_KINDS if k.kind == kind)
+        runtime.on_volume_event(volume_kind, "ADDED", volume_object(kind, name))
         moved = set()
         while (entry := runtime.queue.pop()) is not None:
             moved.add(entry.pod.name)

@@ -37,7 +37,9 @@ A volume object added or changed (a claim, a volume, a storage class, a CSINode;
 ``volume_change_helped``) helps a pod rejected for any reason but those no volume
 decides: room, host ports, taints, node affinity and name, an unschedulable node,
 spreading and inter-pod affinity (kube registers those objects' events only for its
-volume plugins).
+volume plugins). A claim's change helps only a pod that uses the claim (each volume
+plugin's claim hint checks that), and only a claim's change may lift a
+VolumeRestrictions conflict.
 
 A ResourceClaim added, or changed in its spec or status (``claim_change_helped``,
 DynamicResources' ``isSchedulableAfterClaimChange``), helps only a pod that uses it;
@@ -254,12 +256,31 @@ NOT_LIFTED_BY_VOLUMES = (
 )
 
 
-def volume_change_helped(_pending: Pod, reasons: frozenset[str] | None) -> bool:
+# VolumeRestrictions' conflicts: only a PersistentVolumeClaim's event (of a claim the pod
+# uses) reaches that plugin; a volume, storage class or CSINode does not.
+CONFLICT_REASONS = frozenset(
+    {volume_restrictions.DISK_CONFLICT, volume_restrictions.READ_WRITE_ONCE_POD_CONFLICT}
+)
+
+
+def uses_claim(pending: Pod, claim: str) -> bool:
+    """Whether the pod mounts the PersistentVolumeClaim ``claim`` (namespace/name), its
+    generic ephemeral volumes' claims included."""
+    return any(f"{pending.namespace}/{volume.claim}" == claim for volume in pending.volumes)
+
+
+def volume_change_helped(pending: Pod, reasons: frozenset[str] | None, claim: str | None = None) -> bool:
     """Whether a volume object's change may help a pod its nodes rejected for
-    ``reasons`` (None: not known yet, any)."""
+    ``reasons`` (None: not known yet, any). ``claim``: the change was to that
+    PersistentVolumeClaim (namespace/name), which helps only a pod that uses it (the
+    claim hints of VolumeBinding, VolumeRestrictions, VolumeZone and NodeVolumeLimits);
+    any other volume object never lifts a conflict of VolumeRestrictions."""
+    if claim is not None and not uses_claim(pending, claim):
+        return False
     if reasons is None:
         return True
-    return any(r not in NOT_LIFTED_BY_VOLUMES and not r.startswith(INSUFFICIENT) for r in reasons)
+    kept = NOT_LIFTED_BY_VOLUMES if claim is not None else NOT_LIFTED_BY_VOLUMES | CONFLICT_REASONS
+    return any(r not in kept and not r.startswith(INSUFFICIENT) for r in reasons)
 
 
 def claim_change_helped(pending: Pod, claim: str) -> bool:

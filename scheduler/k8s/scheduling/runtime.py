@@ -51,7 +51,7 @@ from scheduler.k8s.scheduling.preemptor import Preemptor, failed_scheduling_mess
 from scheduler.k8s.scheduling.queue import Hint, QueuedPod, QueueName, SchedulingQueue
 from scheduler.k8s.scheduling.reporting import SCHEDULER_ERROR, Reporter
 from scheduler.k8s.scheduling.volume_binder import VolumeBinder
-from scheduler.k8s.scheduling.volume_events import VolumeEvents, VolumeKind, list_volumes
+from scheduler.k8s.scheduling.volume_events import VolumeEvents, VolumeKind, list_volumes, pvc_key
 from scheduler.k8s.serving.metrics import Metrics, attempts_label
 from scheduler.lifetimes.features import pod_qos
 from scheduler.objects.pod import Pod
@@ -157,7 +157,11 @@ class SchedulerRuntime:
         with skipping(kind.kind, manifest, self.skip_unreadable):
             if self.volume_events.apply(kind, event_type, manifest):
                 self.volume_binder.changed()
-                self._retry_helped(volume_change_helped, f"{kind.kind}Change")
+                claim = pvc_key(kind, manifest)
+                self._retry_helped(
+                    lambda pending, reasons: volume_change_helped(pending, reasons, claim),
+                    f"{kind.kind}Change",
+                )
 
     def on_dra_event(self, kind: DraKind, event_type: str, manifest: Mapping[str, Any]) -> None:
         with skipping(kind.kind, manifest, self.skip_unreadable):

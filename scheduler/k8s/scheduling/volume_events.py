@@ -37,12 +37,18 @@ class VolumeKind:
         return self.path.rsplit("/", 1)[1]
 
 
+CLAIMS = "persistentvolumeclaims"
 VOLUME_KINDS = (
     VolumeKind("persistentvolumeclaim", True, paths.PERSISTENT_VOLUME_CLAIMS),
     VolumeKind("persistentvolume", False, paths.PERSISTENT_VOLUMES),
     VolumeKind("storageclass", False, paths.STORAGE_CLASSES),
     VolumeKind("csinode", False, paths.CSI_NODES),
 )
+
+
+def pvc_key(kind: VolumeKind, manifest: Mapping[str, Any]) -> str | None:
+    """namespace/name of a PersistentVolumeClaim's event (None for the other kinds)."""
+    return object_key(manifest, namespaced=True) if kind.plural == CLAIMS else None
 
 
 def object_key(manifest: Mapping[str, Any], namespaced: bool) -> str:
@@ -77,7 +83,7 @@ class VolumeEvents:
 
     def _put(self, kind: VolumeKind, manifest: Mapping[str, Any]) -> None:
         catalog = self.catalog
-        if kind.plural == "persistentvolumeclaims":
+        if kind.plural == CLAIMS:
             catalog.put_claim(claim_from_manifest(manifest))
         elif kind.plural == "persistentvolumes":
             catalog.put_volume(volume_from_manifest(manifest))
@@ -88,7 +94,7 @@ class VolumeEvents:
 
     def _delete(self, kind: VolumeKind, key: str) -> None:
         catalog = self.catalog
-        if kind.plural == "persistentvolumeclaims":
+        if kind.plural == CLAIMS:
             catalog.delete_claim(key)
         elif kind.plural == "persistentvolumes":
             catalog.delete_volume(key)
