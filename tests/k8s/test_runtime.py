@@ -6,6 +6,7 @@ logic; the cluster tier runs the same paths against a real API server)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -578,5 +579,42 @@ def test_a_node_change_retries_only_the_pods_it_may_help() -> None:
         runtime.queue.clock = lambda: time.monotonic() + 20  # backoffs over, not the 5-minute flush
         tried = {entry.pod.key for entry in iter(runtime.queue.pop, None)}
         assert tried == {short, misplaced}
+
+    run(body)
+
+
+@pytest.mark.parametrize(
+    ("leads_after_s", "idle_before_leading"),
+    [
+        pytest.param(0.1, False, id="the lease taken at its first try"),
+        pytest.param(0.6, True, id="a lease held by another replica"),
+    ],
+)
+def test_the_start_counts_as_idle_only_past_its_first_try_of_the_lease(
+    leads_after_s: float, idle_before_leading: bool
+) -> None:
+    """What waits for the first idle moment (kopf's import, the certificate) must not
+    share the first burst: a replica that takes the lease at its first try is not idle
+    before it leads; one that waits longer (another replica holds the lease) is idle
+    meanwhile. Either way its pods are bound once it leads, and it is idle after."""
+
+    async def body() -> None:
+        api = RecordingApi()
+        runtime = runtime_with(api, node_manifest("n1", cpu="4"))
+        runtime.first_lease_wait_s = 0.3
+        runtime.on_pod_event("ADDED", pod_manifest("p", cpu="1"))
+        loop = asyncio.create_task(runtime.run())
+        try:
+            await asyncio.sleep(leads_after_s)
+            assert runtime.first_idle.is_set() is idle_before_leading
+            assert api.binds == []
+            runtime.leading.set()
+            await asyncio.wait_for(runtime.first_idle.wait(), 2.0)
+            await settle(runtime)
+            assert api.binds == [("default/p", "n1")]
+        finally:
+            loop.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await loop
 
     run(body)

@@ -60,6 +60,10 @@ from scheduler.online.experience import ExperienceLog
 
 log = logging.getLogger(__name__)
 
+# How long the loop waits at its start for this replica's first try of the Lease before
+# it counts as idle (``SchedulerRuntime._wait_to_lead``).
+FIRST_LEASE_WAIT_S = 1.0
+
 
 def pod_requests(pod: Pod) -> dict[str, Any]:
     """What the experience log keeps of a pod's requests."""
@@ -93,8 +97,10 @@ class SchedulerRuntime:
         self.leading = asyncio.Event()
         self.synced = asyncio.Event()
         # Set the first time the loop has nothing to do (no pod to take and no bind in
-        # flight, or not leading): what can wait for the first burst waits for it.
+        # flight, or not leading past the start's first try of the Lease): what can
+        # wait for the first burst waits for it.
         self.first_idle = asyncio.Event()
+        self.first_lease_wait_s = FIRST_LEASE_WAIT_S
         self._wake = asyncio.Event()
         self._binds: set[asyncio.Task[None]] = set()
         # When each listing under way was asked for (a resync and a watch's relist can overlap).
@@ -451,12 +457,25 @@ class SchedulerRuntime:
 
     # ---- the loop -------------------------------------------------------------
 
+    async def _wait_to_lead(self) -> None:
+        """Not leading: idle until this replica leads. At the start the first try of
+        the Lease (a read and a write) is waited for up to ``first_lease_wait_s`` before
+        the loop counts as idle, so that what waits for the first idle moment (kopf's
+        import, the serving certificate, the gauges) does not share the GIL with the
+        first burst; a Lease held by another replica takes longer, and that work is done
+        meanwhile."""
+        if not self.first_idle.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.leading.wait(), self.first_lease_wait_s)
+        if not self.leading.is_set():
+            self.first_idle.set()
+            await self.leading.wait()
+
     async def run(self) -> None:
         """Take pods off the queue while leading; never returns."""
         while True:
             if not self.leading.is_set():
-                self.first_idle.set()
-                await self.leading.wait()
+                await self._wait_to_lead()
             entry = self.queue.pop()
             if entry is None:
                 if not self._binds:
