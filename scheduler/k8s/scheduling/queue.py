@@ -123,6 +123,10 @@ class SchedulingQueue:
     # hint looks at those only, not at every queued pod on every bind.
     hinted: frozenset[str] = frozenset()
     _unschedulable: dict[str, None] = field(default_factory=dict)
+    # The keys of every unschedulable pod, in the order they were parked: what a change
+    # that may help any of them reads, not every queued pod (with kube's
+    # SchedulingWhileGated, 10,000 gated pods were read at each of 20,000 deletions).
+    _parked: dict[str, None] = field(default_factory=dict)
 
     # ---- adding and removing --------------------------------------------------
 
@@ -153,6 +157,7 @@ class SchedulingQueue:
         """The pod was deleted or bound elsewhere: drop it wherever it is."""
         entry = self._pods.pop(key, None)
         in_flight = self._in_flight.pop(key, None)
+        self._parked.pop(key, None)
         if entry is not None and entry.waiting_for is not None:
             self._stop_waiting(entry)
         return entry is not None or in_flight is not None
@@ -178,6 +183,7 @@ class SchedulingQueue:
 
     def _hand_out(self, entry: QueuedPod) -> QueuedPod:
         del self._pods[entry.pod.key]  # its heap entries go stale
+        self._parked.pop(entry.pod.key, None)
         entry.attempts += 1
         self._in_flight[entry.pod.key] = entry
         entry.move_cycle = self._move_cycle
@@ -252,6 +258,7 @@ class SchedulingQueue:
         if entry is None:
             return False
         entry.where = QueueName.GATED
+        self._parked.pop(key, None)
         entry.preempting = True
         return True
 
@@ -325,10 +332,9 @@ class SchedulingQueue:
         """Something in the cluster changed that may help unschedulable pods."""
         self._move_cycle += 1
         moved = 0
-        for entry in self._pods.values():
-            if entry.where is QueueName.UNSCHEDULABLE:
-                self._to_backoff(entry)
-                moved += 1
+        for key in list(self._parked):
+            self._to_backoff(self._pods[key])
+            moved += 1
         return moved
 
     def move_helped(self, helps: Hint, *, every: bool = False) -> int:
@@ -339,7 +345,7 @@ class SchedulingQueue:
         may lift, it backs off instead of waiting (past ``MAX_IN_FLIGHT_HINTS`` changes
         during one attempt it backs off whatever they were). How many moved."""
         moved = 0
-        keys = list(self._pods) if every else list(self._unschedulable)
+        keys = list(self._parked) if every else list(self._unschedulable)
         for key in keys:
             entry = self._pods.get(key)
             if entry is None or entry.where is not QueueName.UNSCHEDULABLE:
@@ -404,12 +410,14 @@ class SchedulingQueue:
     # ---- internals ------------------------------------------------------------
 
     def _activate(self, entry: QueuedPod) -> None:
+        self._parked.pop(entry.pod.key, None)
         entry.where = QueueName.ACTIVE
         entry.sequence = next(self._counter)
         heapq.heappush(self._active, (-entry.pod.priority, entry.sequence, entry.pod.key))
 
     def _park(self, entry: QueuedPod) -> None:
         entry.where = QueueName.UNSCHEDULABLE
+        self._parked[entry.pod.key] = None
         if not entry.rejected_by.isdisjoint(self.hinted):
             self._unschedulable[entry.pod.key] = None
 
@@ -418,6 +426,7 @@ class SchedulingQueue:
         if until <= self.clock():
             self._activate(entry)
             return
+        self._parked.pop(entry.pod.key, None)
         entry.where = QueueName.BACKOFF
         entry.sequence = next(self._counter)
         heapq.heappush(self._backoff, (until, entry.sequence, entry.pod.key))
